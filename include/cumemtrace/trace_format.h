@@ -1,0 +1,106 @@
+// The cumemtrace trace schema, version 1: event and field names shared by the
+// writer (libcumemtrace.so) and every reader. The normative text is
+// TRACE_FORMAT.md; this header only gives the names one spelling.
+#pragma once
+
+#include <cstdint>
+#include <string_view>
+
+namespace cumemtrace::format {
+
+inline constexpr std::string_view kFormatName = "cumemtrace";
+inline constexpr int kVersion = 1;
+
+enum class Event : std::uint8_t {
+  header,
+  device,
+  stack,
+  alloc,
+  free,
+  segment_alloc,
+  segment_free,
+  oom,
+  pool,
+  mark,
+  error,
+  end,
+  unknown,  // an `ev` this reader does not know: skipped, never an error
+};
+
+// What kind of memory an alloc/free is about (the `kind` field).
+enum class MemoryKind : std::uint8_t { device, managed, host_pinned, vmm, unknown };
+
+// Why a trace ended (the `reason` field of `end`).
+enum class EndReason : std::uint8_t { exit, signal, exec, fork_child, unknown };
+
+constexpr std::string_view name(Event e) {
+  switch (e) {
+    case Event::header: return "header";
+    case Event::device: return "device";
+    case Event::stack: return "stack";
+    case Event::alloc: return "alloc";
+    case Event::free: return "free";
+    case Event::segment_alloc: return "segment_alloc";
+    case Event::segment_free: return "segment_free";
+    case Event::oom: return "oom";
+    case Event::pool: return "pool";
+    case Event::mark: return "mark";
+    case Event::error: return "error";
+    case Event::end: return "end";
+    case Event::unknown: break;
+  }
+  return "unknown";
+}
+
+constexpr Event parse_event(std::string_view s) {
+  for (auto e : {Event::header, Event::device, Event::stack, Event::alloc, Event::free,
+                 Event::segment_alloc, Event::segment_free, Event::oom, Event::pool,
+                 Event::mark, Event::error, Event::end}) {
+    if (name(e) == s) return e;
+  }
+  return Event::unknown;
+}
+
+constexpr std::string_view name(MemoryKind k) {
+  switch (k) {
+    case MemoryKind::device: return "device";
+    case MemoryKind::managed: return "managed";
+    case MemoryKind::host_pinned: return "host_pinned";
+    case MemoryKind::vmm: return "vmm";
+    case MemoryKind::unknown: break;
+  }
+  return "unknown";
+}
+
+constexpr MemoryKind parse_memory_kind(std::string_view s) {
+  for (auto k : {MemoryKind::device, MemoryKind::managed, MemoryKind::host_pinned,
+                 MemoryKind::vmm}) {
+    if (name(k) == s) return k;
+  }
+  return MemoryKind::unknown;
+}
+
+constexpr std::string_view name(EndReason r) {
+  switch (r) {
+    case EndReason::exit: return "exit";
+    case EndReason::signal: return "signal";
+    case EndReason::exec: return "exec";
+    case EndReason::fork_child: return "fork_child";
+    case EndReason::unknown: break;
+  }
+  return "unknown";
+}
+
+constexpr EndReason parse_end_reason(std::string_view s) {
+  for (auto r : {EndReason::exit, EndReason::signal, EndReason::exec, EndReason::fork_child}) {
+    if (name(r) == s) return r;
+  }
+  return EndReason::unknown;
+}
+
+// Environment variables read by libcumemtrace.so (the full option table lives
+// in preload/config.cpp; these are the ones other processes set).
+inline constexpr const char* kEnvOutput = "CUMEMTRACE_OUTPUT";
+inline constexpr const char* kDefaultOutputTemplate = "cumemtrace.%h.%p.jsonl";
+
+}  // namespace cumemtrace::format

@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# Installs what cumemtrace needs to build and test, from Debian's archive.
+# Safe to run any number of times: it installs only packages that are missing.
+set -euo pipefail
+
+packages=(
+  build-essential cmake ninja-build pkg-config
+  libunwind-dev          # native call stacks (preload)
+  libspdlog-dev          # analyzer logging
+  nlohmann-json3-dev     # analyzer JSON output
+  libsimdjson-dev        # fast trace reading (analyzer)
+  libcli11-dev           # analyzer command line
+  libgtest-dev libgmock-dev googletest
+  libbenchmark-dev       # scripts/bench.sh
+  libzstd-dev zstd       # .jsonl.zst traces
+  clang                  # libFuzzer for the reader's fuzz test
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q '^install ok installed$'; then
+    missing+=("$p")
+  fi
+done
+
+if ((${#missing[@]} == 0)); then
+  echo "setup: all build dependencies are installed"
+else
+  echo "setup: installing ${missing[*]}"
+  sudo=""
+  if [[ $(id -u) -ne 0 ]]; then
+    command -v sudo >/dev/null || { echo "setup: need root or sudo to install: ${missing[*]}" >&2; exit 2; }
+    sudo=sudo
+  fi
+  export DEBIAN_FRONTEND=noninteractive
+  $sudo apt-get update -qq
+  $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
+
+if ! command -v nvcc >/dev/null && [[ ! -x /usr/local/cuda/bin/nvcc ]]; then
+  echo "setup: warning: the CUDA toolkit (nvcc) was not found; install it or put its bin/ on PATH" >&2
+  exit 2
+fi
