@@ -1,0 +1,96 @@
+#include "config.h"
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <string_view>
+
+#include "cumemtrace/trace_format.h"
+#include "diagnostics.h"
+
+extern char** environ;
+
+namespace cumemtrace::preload {
+namespace {
+
+constexpr std::size_t kDefaultBufferKb = 256;
+constexpr std::size_t kMinBufferKb = 4;
+constexpr std::size_t kMaxBufferKb = 64 * 1024;
+
+// Options read by other parts of cumemtrace (the CLI), not by this library;
+// they are known, so no "unknown option" warning is printed for them.
+constexpr std::string_view kKnownElsewhere[] = {"CUMEMTRACE_LIBRARY"};
+
+struct OptionSpec {
+  const char* name;
+  void (*apply)(Config&, const char* value);
+};
+
+void apply_output(Config& c, const char* value) {
+  if (*value == '\0') {
+    warn("CUMEMTRACE_OUTPUT is empty; using the default '%s'", format::kDefaultOutputTemplate);
+    return;
+  }
+  c.output_template = value;
+}
+
+void apply_buffer_kb(Config& c, const char* value) {
+  errno = 0;
+  char* end = nullptr;
+  const unsigned long long v = std::strtoull(value, &end, 10);
+  const bool numeric = *value >= '0' && *value <= '9' && end != value && *end == '\0' && errno == 0;
+  if (!numeric || v < kMinBufferKb || v > kMaxBufferKb) {
+    warn("CUMEMTRACE_BUFFER_KB='%s' is not a whole number of KiB in [%zu, %zu]; using %zu",
+         value, kMinBufferKb, kMaxBufferKb, kDefaultBufferKb);
+    return;
+  }
+  c.buffer_kb = static_cast<std::size_t>(v);
+}
+
+constexpr OptionSpec kOptions[] = {
+    {"CUMEMTRACE_OUTPUT", apply_output},
+    {"CUMEMTRACE_BUFFER_KB", apply_buffer_kb},
+};
+
+bool is_known(std::string_view name) {
+  for (const auto& o : kOptions) {
+    if (name == o.name) return true;
+  }
+  for (auto n : kKnownElsewhere) {
+    if (name == n) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+Config parse_config(const EnvLookup& lookup, const char* const* environ_names) {
+  Config c;
+  c.output_template = format::kDefaultOutputTemplate;
+  c.buffer_kb = kDefaultBufferKb;
+  for (const auto& o : kOptions) {
+    if (const char* v = lookup(o.name)) o.apply(c, v);
+  }
+  for (auto e = environ_names; e && *e; ++e) {
+    const std::string_view entry(*e);
+    if (!entry.starts_with("CUMEMTRACE_")) continue;
+    const std::string_view name = entry.substr(0, entry.find('='));
+    if (!is_known(name)) {
+      warn("unknown option %.*s ignored", static_cast<int>(name.size()), name.data());
+    }
+  }
+  return c;
+}
+
+const Config& config() {
+  static const Config parsed = parse_config([](const char* n) { return std::getenv(n); }, environ);
+  return parsed;
+}
+
+void append_config_json(LineBuffer& out, const Config& c) {
+  out.raw("{\"output\":").str(c.output_template);
+  out.field("buffer_kb", c.buffer_kb);
+  out.ch('}');
+}
+
+}  // namespace cumemtrace::preload

@@ -1,0 +1,13 @@
+// Facts about this process for the trace header, read from /proc.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace cumemtrace::preload {
+
+std::string executable_path();            // /proc/self/exe
+std::vector<std::string> command_line();  // /proc/self/cmdline
+std::string host_name();
+
+}  // namespace cumemtrace::preload

@@ -1,0 +1,159 @@
+#include "recorder.h"
+
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <ctime>
+
+#include "diagnostics.h"
+#include "output_path.h"
+#include "process_facts.h"
+
+namespace cumemtrace::preload {
+namespace {
+
+std::uint64_t unix_now_ns() {
+  timespec ts{};
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return static_cast<std::uint64_t>(ts.tv_sec) * 1'000'000'000ull +
+         static_cast<std::uint64_t>(ts.tv_nsec);
+}
+
+long thread_id() {
+  // gettid is a system call; it is asked once per thread.
+  static thread_local long tid = static_cast<long>(::syscall(SYS_gettid));
+  return tid;
+}
+
+void append_common(LineBuffer& body, const char* api, format::MemoryKind kind, int dev,
+                   std::uintptr_t ptr, std::size_t size) {
+  body.field_i("tid", thread_id())
+      .field_str("api", api)
+      .field_str("kind", format::name(kind))
+      .field_i("dev", dev)
+      .field_hex("ptr", ptr)
+      .field("size", size);
+}
+
+}  // namespace
+
+Recorder::Recorder(const Config& config, DeviceQuery query)
+    : config_(config),
+      query_(query),
+      start_unix_ns_(unix_now_ns()),
+      writer_(TraceWriter::monotonic_now_ns(), config.buffer_kb * 1024) {}
+
+bool Recorder::ensure_trace_open() {
+  if (writer_.is_open()) return true;
+  if (open_failed_.load(std::memory_order_relaxed)) return false;
+  // The file is created on the first event, not at load: a process that never
+  // touches device memory (a shell, a compiler started by the program) leaves
+  // no empty trace behind.
+  std::call_once(open_once_, [this] { write_header(); });
+  return writer_.is_open();
+}
+
+void Recorder::write_header() {
+  TemplateValues values;
+  values.pid = static_cast<long>(::getpid());
+  values.host = host_name();
+  values.rank = rank_from_environment();
+  values.start_unix_ns = start_unix_ns_;
+  std::string path = expand_output_template(config_.output_template, values);
+  const int fd = create_trace_file(path);
+  if (fd < 0) {
+    warn("cannot create the trace file %s: %s; this process is not traced", path.c_str(),
+         std::strerror(-fd));
+    open_failed_.store(true, std::memory_order_relaxed);
+    return;
+  }
+  LineBuffer header;
+  header.raw("{\"ev\":\"header\"")
+      .field_str("format", format::kFormatName)
+      .field("version", format::kVersion)
+      .field_i("pid", values.pid)
+      .field_i("ppid", static_cast<long>(::getppid()))
+      .field_str("host", values.host)
+      .field_str("exe", executable_path());
+  header.key("argv").ch('[');
+  bool first = true;
+  for (const auto& arg : command_line()) {
+    if (!first) header.ch(',');
+    header.str(arg);
+    first = false;
+  }
+  header.ch(']');
+  header.field("start_unix_ns", start_unix_ns_).field_str("pool", "passthrough");
+  header.key("config");
+  append_config_json(header, config_);
+  header.ch('}');
+  writer_.attach(fd, std::move(path), header);
+}
+
+void Recorder::describe_device_once(int dev) {
+  if (dev < 0 || dev >= kMaxDevices) return;
+  if (device_described_[dev].load(std::memory_order_acquire)) return;
+  std::scoped_lock lock(device_mutex_);
+  if (device_described_[dev].load(std::memory_order_relaxed)) return;
+  DeviceDescription d;
+  if (!query_ || !query_(dev, d)) d.name = "unknown";
+  LineBuffer body;
+  body.field_i("dev", dev).field_str("name", d.name).field("total", d.total_bytes);
+  writer_.emit(format::name(format::Event::device), body);
+  device_described_[dev].store(true, std::memory_order_release);
+}
+
+void Recorder::on_alloc(const AllocationFacts& f) {
+  if (f.ptr == 0 || inert_.load(std::memory_order_relaxed)) return;
+  live_.insert(f.ptr, LiveAllocation{f.size, f.dev, f.kind});
+  if (!ensure_trace_open()) return;
+  describe_device_once(f.dev);
+
+  // Passthrough: the driver's memory is the application's block, so reserved
+  // memory changed too, just before the application received it.
+  LineBuffer segment;
+  segment.field_i("dev", f.dev).field_hex("ptr", f.ptr).field("size", f.size).field_str("api", f.api);
+  writer_.emit(format::name(format::Event::segment_alloc), segment);
+
+  LineBuffer body;
+  append_common(body, f.api, f.kind, f.dev, f.ptr, f.size);
+  if (f.stream) body.field_hex("stream", *f.stream);
+  body.field("stack", 0);
+  writer_.emit(format::name(format::Event::alloc), body);
+}
+
+bool Recorder::on_free(const char* api, std::uintptr_t ptr, std::optional<std::uintptr_t> stream) {
+  if (inert_.load(std::memory_order_relaxed)) return false;
+  const auto a = live_.take(ptr);
+  if (!a) return false;
+  if (!ensure_trace_open()) return true;
+
+  LineBuffer body;
+  append_common(body, api, a->kind, a->dev, ptr, a->size);
+  if (stream) body.field_hex("stream", *stream);
+  body.field("stack", 0);
+  writer_.emit(format::name(format::Event::free), body);
+
+  LineBuffer segment;
+  segment.field_i("dev", a->dev).field_hex("ptr", ptr).field("size", a->size);
+  writer_.emit(format::name(format::Event::segment_free), segment);
+  return true;
+}
+
+void Recorder::on_exit() {
+  if (inert_.load(std::memory_order_relaxed) || !writer_.is_open()) return;
+  LineBuffer end;
+  end.field_str("reason", format::name(format::EndReason::exit))
+      .field("live", live_.count())
+      .field("live_bytes", live_.bytes())
+      .field("dropped", writer_.dropped());
+  writer_.finish(end);
+}
+
+void Recorder::on_fork_child() {
+  inert_.store(true, std::memory_order_relaxed);
+  writer_.abandon_after_fork();
+}
+
+}  // namespace cumemtrace::preload

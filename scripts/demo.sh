@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Runs the bundled demo (a toy training loop with a slow leak) under
+# cumemtrace and prints the report. On a machine without a GPU it runs on the
+# simulated CUDA device from tests/sim; with a GPU, on the real one.
+set -euo pipefail
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+build=${CUMEMTRACE_BUILD_DIR:-$root/build}
+"$root/scripts/build.sh" cumemtrace cumemtrace_preload demo_training_loop simcuda_runtime simcuda_driver
+
+if command -v nvidia-smi >/dev/null && nvidia-smi -L >/dev/null 2>&1; then
+  echo "demo: running on the real GPU: $(nvidia-smi -L | head -1)"
+else
+  echo "demo: no GPU found; running on the simulated CUDA device (tests/sim)"
+  export LD_LIBRARY_PATH=$build/sim${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+fi
+
+trace=$build/demo/demo-trace.jsonl
+mkdir -p "$(dirname "$trace")"
+rm -f "$trace"  # traces are created exclusively: never over an older one
+"$build/bin/cumemtrace" run --output "$trace" -- "$build/tests/apps/demo_training_loop" 20
+echo
+"$build/bin/cumemtrace" report "$trace"
+echo
+echo "demo: the trace is $trace; 'cumemtrace report --format json $trace' gives the same as JSON"

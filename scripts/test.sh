@@ -1,0 +1,8 @@
+#!/usr/bin/env bash
+# Builds everything and runs the whole test suite with ctest.
+#   scripts/test.sh [CTEST ARGS...]     e.g. scripts/test.sh -R sim_
+set -euo pipefail
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+build=${CUMEMTRACE_BUILD_DIR:-$root/build}
+"$root/scripts/build.sh"
+ctest --test-dir "$build" --output-on-failure -j"$(nproc)" --timeout 600 "$@"

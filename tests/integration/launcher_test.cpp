@@ -1,0 +1,175 @@
+// `cumemtrace run` and the preload as a user meets them: where traces go,
+// what happens to programs that never touch CUDA, plain LD_PRELOAD, the
+// installed tree, and what the injected library links and exports.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <regex>
+#include <string>
+
+#include "integration_support.h"
+
+using namespace cumemtrace::testing;
+namespace fs = std::filesystem;
+
+namespace {
+
+std::vector<std::string> files_in(const std::string& dir) {
+  std::vector<std::string> names;
+  for (const auto& e : fs::directory_iterator(dir)) names.push_back(e.path().filename().string());
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+std::string host_for_file_name() {
+  char buf[256] = {};
+  gethostname(buf, sizeof buf - 1);
+  std::string h = buf;
+  for (char& c : h) {
+    if (!isalnum(static_cast<unsigned char>(c)) && c != '-' && c != '_' && c != '.') c = '_';
+  }
+  return h;
+}
+
+TEST(Launcher, ProgramWithoutCudaRunsAsIfAbsentAndLeavesNoTrace) {
+  ScratchDir dir;
+  const auto r = run_command({CUMEMTRACE_CLI, "run", "--", "/bin/sh", "-c", "echo hello; exit 3"},
+                             sim_environment(), dir.path());
+  EXPECT_EQ(r.exit_code, 3);
+  EXPECT_EQ(r.out, "hello\n");
+  EXPECT_EQ(r.err.find("warning"), std::string::npos) << r.err;
+  EXPECT_TRUE(files_in(dir.path()).empty());
+}
+
+TEST(Launcher, DefaultTraceNameHasHostAndPid) {
+  ScratchDir dir;
+  const auto r = run_command({CUMEMTRACE_CLI, "run", "--", CUMEMTRACE_APPS_DIR "/known_sequence",
+                              dir / "manifest.txt"},
+                             sim_environment(), dir.path());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const std::regex name("cumemtrace\\." + host_for_file_name() + "\\.([0-9]+)\\.jsonl");
+  std::smatch m;
+  std::string trace;
+  for (const auto& f : files_in(dir.path())) {
+    if (std::regex_match(f, m, name)) trace = f;
+  }
+  ASSERT_FALSE(trace.empty()) << "files: " << ::testing::PrintToString(files_in(dir.path()));
+  std::regex_match(trace, m, name);
+  const auto lines = read_json_lines(dir / trace);
+  EXPECT_EQ(lines.front()["pid"], std::stol(m[1]));
+  EXPECT_EQ(lines.back()["ev"], "end");
+  // run tells the user where the trace went.
+  EXPECT_NE(r.err.find(trace), std::string::npos) << r.err;
+}
+
+TEST(Launcher, RankPlaceholderComesFromTheEnvironment) {
+  ScratchDir dir;
+  const auto r = run_command({CUMEMTRACE_CLI, "run", "--output", dir / "rank%r.%p.jsonl", "--",
+                              CUMEMTRACE_APPS_DIR "/known_sequence", dir / "manifest.txt"},
+                             sim_environment({"RANK=3"}));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  bool found = false;
+  for (const auto& f : files_in(dir.path())) found |= f.starts_with("rank3.") && f.ends_with(".jsonl");
+  EXPECT_TRUE(found) << ::testing::PrintToString(files_in(dir.path()));
+}
+
+TEST(Launcher, PlainLdPreloadWorksWithoutTheLauncher) {
+  ScratchDir dir;
+  const auto r = run_command({CUMEMTRACE_APPS_DIR "/known_sequence", dir / "manifest.txt"},
+                             sim_environment({std::string("LD_PRELOAD=") + CUMEMTRACE_PRELOAD,
+                                              "CUMEMTRACE_OUTPUT=" + (dir / "t.jsonl")}));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto lines = read_json_lines(dir / "t.jsonl");
+  EXPECT_EQ(lines.front()["ev"], "header");
+  EXPECT_EQ(lines.back()["ev"], "end");
+  EXPECT_EQ(lines.back()["live"], 2);
+}
+
+TEST(Launcher, ExistingFileIsNeverOverwrittenAndTheProgramStillRuns) {
+  ScratchDir dir;
+  const std::string precious = dir / "precious.jsonl";
+  std::ofstream(precious) << "not yours\n";
+  const auto r = run_command({CUMEMTRACE_CLI, "run", "--output", precious, "--",
+                              CUMEMTRACE_APPS_DIR "/known_sequence", dir / "manifest.txt"},
+                             sim_environment());
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  std::ifstream in(precious);
+  std::string content((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_EQ(content, "not yours\n");
+  EXPECT_NE(r.err.find("cannot create the trace file"), std::string::npos) << r.err;
+}
+
+TEST(Launcher, ExitCodeOfTheProgramIsReturned) {
+  ScratchDir dir;
+  // known_sequence without its argument exits 2 before touching CUDA.
+  const auto r = run_command({CUMEMTRACE_CLI, "run", "--", CUMEMTRACE_APPS_DIR "/known_sequence"},
+                             sim_environment(), dir.path());
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("usage: known_sequence"), std::string::npos);
+}
+
+TEST(PreloadLibrary, NeedsNoCudaLibraryAndExportsOnlyHooks) {
+  const auto deps = run_command({"/usr/bin/objdump", "-p", CUMEMTRACE_PRELOAD});
+  ASSERT_EQ(deps.exit_code, 0) << deps.err;
+  EXPECT_EQ(deps.out.find("libcudart"), std::string::npos) << deps.out;
+  EXPECT_EQ(deps.out.find("libcuda."), std::string::npos) << deps.out;
+  EXPECT_EQ(deps.out.find("libstdc++"), std::string::npos) << "the C++ runtime is linked statically";
+
+  const auto syms = run_command({"/usr/bin/nm", "-D", "--defined-only", CUMEMTRACE_PRELOAD});
+  ASSERT_EQ(syms.exit_code, 0) << syms.err;
+  std::istringstream lines(syms.out);
+  int exported = 0;
+  for (std::string line; std::getline(lines, line);) {
+    const std::string name = line.substr(line.rfind(' ') + 1);
+    EXPECT_TRUE(name.starts_with("cuda") || name.starts_with("cu")) << "unexpected export " << name;
+    ++exported;
+  }
+  EXPECT_GE(exported, 2);
+}
+
+TEST(Install, InstalledLauncherFindsTheInstalledLibrary) {
+  ScratchDir dir;
+  const std::string prefix = dir / "prefix";
+  const auto install = run_command({CMAKE_COMMAND, "--install", CUMEMTRACE_BUILD_DIR, "--prefix", prefix});
+  ASSERT_EQ(install.exit_code, 0) << install.out << install.err;
+  EXPECT_TRUE(fs::exists(prefix + "/bin/cumemtrace"));
+  EXPECT_TRUE(fs::exists(prefix + "/include/cumemtrace/trace_format.h"));
+
+  // Nothing from the build tree: the installed launcher must find the
+  // installed library on its own.
+  const auto r = run_command({prefix + "/bin/cumemtrace", "run", "--output", dir / "t.jsonl", "--",
+                              CUMEMTRACE_APPS_DIR "/known_sequence", dir / "manifest.txt"},
+                             sim_environment());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto lines = read_json_lines(dir / "t.jsonl");
+  EXPECT_EQ(lines.back()["ev"], "end");
+  const auto report = run_command({prefix + "/bin/cumemtrace", "report", "--format", "json", dir / "t.jsonl"});
+  ASSERT_EQ(report.exit_code, 0) << report.err;
+  EXPECT_EQ(nlohmann::json::parse(report.out)["leaked_count"], 2);
+}
+
+}  // namespace
+
+namespace {
+
+TEST(Fork, ChildNeverWritesIntoTheParentsTrace) {
+  ScratchDir dir;
+  const auto r = run_command({CUMEMTRACE_CLI, "run", "--output", dir / "t.%p.jsonl", "--",
+                              CUMEMTRACE_APPS_DIR "/fork_child"},
+                             sim_environment());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto names = files_in(dir.path());
+  ASSERT_EQ(names.size(), 1u) << "only the parent touched CUDA: " << ::testing::PrintToString(names);
+  const auto lines = read_json_lines(dir / names[0]);
+  std::vector<std::string> evs;
+  for (const auto& l : lines) evs.push_back(l["ev"]);
+  const std::vector<std::string> expected = {"header", "device", "segment_alloc", "alloc",
+                                             "segment_alloc", "alloc", "free", "segment_free",
+                                             "free", "segment_free", "end"};
+  EXPECT_EQ(evs, expected);
+  EXPECT_EQ(lines.back()["live"], 0);
+}
+
+}  // namespace

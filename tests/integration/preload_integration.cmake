@@ -1,0 +1,22 @@
+# Unmodified programs from tests/apps run under `cumemtrace run` on the
+# simulated device; their traces are checked event by event and the
+# analyzer's report exactly.
+find_package(nlohmann_json 3 REQUIRED)
+add_executable(integration_tests
+  integration_support.cpp
+  known_sequence_test.cpp
+  launcher_test.cpp)
+target_link_libraries(integration_tests PRIVATE cumemtrace_warnings cumemtrace_headers
+  nlohmann_json::nlohmann_json GTest::gtest_main)
+target_compile_definitions(integration_tests PRIVATE
+  CUMEMTRACE_CLI="$<TARGET_FILE:cumemtrace>"
+  CUMEMTRACE_PRELOAD="$<TARGET_FILE:cumemtrace_preload>"
+  CUMEMTRACE_BUILD_DIR="${CMAKE_BINARY_DIR}"
+  CUMEMTRACE_APPS_DIR="${CMAKE_BINARY_DIR}/tests/apps"
+  SIMCUDA_LIBRARY_DIR="${SIMCUDA_LIBRARY_DIR}"
+  CMAKE_COMMAND="${CMAKE_COMMAND}")
+# The tests run these; make sure building the tests builds them.
+add_dependencies(integration_tests cumemtrace cumemtrace_preload known_sequence fork_child
+  simcuda_runtime simcuda_driver)
+gtest_discover_tests(integration_tests TEST_PREFIX "integration." DISCOVERY_TIMEOUT 60
+  PROPERTIES TIMEOUT 300)

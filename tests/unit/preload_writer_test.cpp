@@ -1,0 +1,191 @@
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "recorder.h"
+#include "trace_writer.h"
+
+using namespace cumemtrace::preload;
+using nlohmann::json;
+
+namespace {
+
+std::vector<json> read_lines(const std::string& path) {
+  std::ifstream in(path);
+  std::vector<json> out;
+  for (std::string line; std::getline(in, line);) out.push_back(json::parse(line));
+  return out;
+}
+
+class TempDir : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/cumemtrace-writer-XXXXXX";
+    dir_ = mkdtemp(tmpl);
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+  std::string dir_;
+};
+
+const LineBuffer& header_line() {
+  static LineBuffer h;
+  if (h.view().empty()) {
+    h.raw("{\"ev\":\"header\"").field_str("format", "cumemtrace").field("version", 1).ch('}');
+  }
+  return h;
+}
+
+using WriterTest = TempDir;
+
+TEST_F(WriterTest, ConcurrentLinesAreCompleteOrderedAndNoneLost) {
+  const std::string path = dir_ + "/w.jsonl";
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL, 0600);
+  ASSERT_GE(fd, 0);
+  // A small buffer forces many swaps and writes while other threads append.
+  TraceWriter w(TraceWriter::monotonic_now_ns(), 4096);
+  w.attach(fd, path, header_line());
+  constexpr int kThreads = 8, kPerThread = 20000;
+  std::vector<std::thread> threads;
+  for (int i = 0; i < kThreads; ++i) {
+    threads.emplace_back([&w, i] {
+      for (int k = 0; k < kPerThread; ++k) {
+        LineBuffer b;
+        b.field("thread", static_cast<std::uint64_t>(i)).field("seq", static_cast<std::uint64_t>(k));
+        w.emit("mark", b);
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  LineBuffer end;
+  end.field("dropped", w.dropped());
+  w.finish(end);
+
+  const auto lines = read_lines(path);
+  ASSERT_EQ(lines.size(), 1u + kThreads * kPerThread + 1u);
+  EXPECT_EQ(lines.front()["ev"], "header");
+  EXPECT_EQ(lines.back()["ev"], "end");
+  EXPECT_EQ(lines.back()["dropped"], 0);
+  std::vector<int> next(kThreads, 0);
+  std::uint64_t last_t = 0;
+  for (std::size_t i = 1; i + 1 < lines.size(); ++i) {
+    const auto t = lines[i]["t"].get<std::uint64_t>();
+    ASSERT_GE(t, last_t) << "line " << i + 1;
+    last_t = t;
+    const int thread = lines[i]["thread"];
+    ASSERT_EQ(lines[i]["seq"].get<int>(), next[thread]++) << "per-thread order is kept";
+  }
+  for (int n : next) EXPECT_EQ(n, kPerThread);
+}
+
+TEST_F(WriterTest, WriteErrorsCountDroppedLinesAndNeverThrow) {
+  const int fd = ::open("/dev/full", O_WRONLY);
+  ASSERT_GE(fd, 0);
+  TraceWriter w(TraceWriter::monotonic_now_ns(), 4096);
+  w.attach(fd, "/dev/full", header_line());
+  for (int k = 0; k < 1000; ++k) {
+    LineBuffer b;
+    b.field("seq", static_cast<std::uint64_t>(k));
+    w.emit("mark", b);
+  }
+  LineBuffer end;
+  w.finish(end);
+  // Every line was lost: the header, 1000 marks and the end.
+  EXPECT_EQ(w.dropped(), 1002u);
+}
+
+TEST_F(WriterTest, EventsAfterFinishAreDroppedNotWritten) {
+  const std::string path = dir_ + "/f.jsonl";
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL, 0600);
+  TraceWriter w(TraceWriter::monotonic_now_ns(), 4096);
+  w.attach(fd, path, header_line());
+  LineBuffer end;
+  w.finish(end);
+  LineBuffer late;
+  w.emit("mark", late);
+  EXPECT_EQ(w.dropped(), 1u);
+  EXPECT_EQ(read_lines(path).size(), 2u);
+}
+
+bool fake_device(int ordinal, DeviceDescription& out) {
+  out.name = "Fake GPU " + std::to_string(ordinal);
+  out.total_bytes = 1ull << 34;
+  return true;
+}
+
+using RecorderTest = TempDir;
+
+TEST_F(RecorderTest, PassthroughEventsFollowTheFormat) {
+  Config c;
+  c.output_template = dir_ + "/r.%p.jsonl";
+  c.buffer_kb = 64;
+  Recorder r(c, &fake_device);
+  r.on_alloc({.api = "cudaMalloc", .kind = cumemtrace::format::MemoryKind::device, .dev = 1,
+              .ptr = 0x7f0000000200, .size = 1000, .stream = std::nullopt});
+  r.on_alloc({.api = "cudaMallocAsync", .kind = cumemtrace::format::MemoryKind::device, .dev = 1,
+              .ptr = 0x7f0000100000, .size = 77, .stream = 0xabc});
+  EXPECT_FALSE(r.on_free("cudaFree", 0xdead, std::nullopt));
+  EXPECT_TRUE(r.on_free("cudaFree", 0x7f0000000200, std::nullopt));
+  EXPECT_FALSE(r.on_free("cudaFree", 0x7f0000000200, std::nullopt));
+  EXPECT_EQ(r.live_count(), 1u);
+  EXPECT_EQ(r.live_bytes(), 77u);
+  r.on_exit();
+
+  const auto lines = read_lines(dir_ + "/r." + std::to_string(getpid()) + ".jsonl");
+  std::vector<std::string> evs;
+  for (const auto& l : lines) evs.push_back(l["ev"]);
+  const std::vector<std::string> expected = {"header", "device", "segment_alloc", "alloc",
+                                             "segment_alloc", "alloc", "free", "segment_free", "end"};
+  ASSERT_EQ(evs, expected);
+  EXPECT_EQ(lines[0]["format"], "cumemtrace");
+  EXPECT_EQ(lines[0]["version"], 1);
+  EXPECT_EQ(lines[0]["pid"], getpid());
+  EXPECT_EQ(lines[0]["pool"], "passthrough");
+  EXPECT_TRUE(lines[0]["argv"].is_array());
+  EXPECT_EQ(lines[0]["config"]["buffer_kb"], 64);
+  EXPECT_EQ(lines[1]["name"], "Fake GPU 1");
+  EXPECT_EQ(lines[1]["total"], 1ull << 34);
+  EXPECT_EQ(lines[3]["ptr"], "0x7f0000000200");
+  EXPECT_EQ(lines[3]["size"], 1000);
+  EXPECT_EQ(lines[3]["kind"], "device");
+  EXPECT_EQ(lines[3]["stack"], 0);
+  EXPECT_FALSE(lines[3].contains("stream"));
+  EXPECT_EQ(lines[5]["stream"], "0xabc");
+  EXPECT_EQ(lines[6]["size"], 1000);  // a free repeats its alloc's size
+  EXPECT_EQ(lines[6]["dev"], 1);
+  EXPECT_EQ(lines[7]["size"], 1000);
+  EXPECT_EQ(lines[8]["reason"], "exit");
+  EXPECT_EQ(lines[8]["live"], 1);
+  EXPECT_EQ(lines[8]["live_bytes"], 77);
+  EXPECT_EQ(lines[8]["dropped"], 0);
+}
+
+TEST_F(RecorderTest, NoFileUntilTheFirstEvent) {
+  Config c;
+  c.output_template = dir_ + "/lazy.jsonl";
+  c.buffer_kb = 64;
+  Recorder r(c, &fake_device);
+  r.on_exit();
+  EXPECT_FALSE(std::filesystem::exists(dir_ + "/lazy.jsonl"));
+}
+
+TEST_F(RecorderTest, UncreatableTraceKeepsAccountingAndDoesNotThrow) {
+  Config c;
+  c.output_template = dir_ + "/missing-dir/t.jsonl";
+  c.buffer_kb = 64;
+  Recorder r(c, &fake_device);
+  r.on_alloc({.api = "cudaMalloc", .kind = cumemtrace::format::MemoryKind::device, .dev = 0,
+              .ptr = 0x1000, .size = 10, .stream = std::nullopt});
+  EXPECT_EQ(r.live_count(), 1u);
+  EXPECT_TRUE(r.on_free("cudaFree", 0x1000, std::nullopt));
+  r.on_exit();
+  EXPECT_FALSE(r.writer().is_open());
+}
+
+}  // namespace
