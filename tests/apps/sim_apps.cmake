@@ -1,0 +1,60 @@
+# Programs that exercise the simulated CUDA device (tests/sim). Each is a
+# plain CUDA program (host compiler, toolkit headers, real libcudart.so at
+# link time) that checks itself and exits non-zero on failure. ctest runs it
+# with LD_LIBRARY_PATH pointing at the sim.
+
+set(_sim_test_include ${CMAKE_CURRENT_SOURCE_DIR}/../sim/testing)
+
+# sim_app(NAME [DRIVER] [ENV VAR=VALUE...] [DEFINES D...] [ARGS a...] [SOURCE file])
+function(sim_app name)
+  cmake_parse_arguments(S "DRIVER" "SOURCE;TIMEOUT" "ENV;DEFINES;ARGS" ${ARGN})
+  if(NOT S_SOURCE)
+    set(S_SOURCE ${name}.cpp)
+  endif()
+  if(S_DRIVER)
+    cumemtrace_add_cuda_app(${name} ${S_SOURCE} DRIVER)
+  else()
+    cumemtrace_add_cuda_app(${name} ${S_SOURCE})
+  endif()
+  target_include_directories(${name} PRIVATE ${_sim_test_include})
+  if(S_DEFINES)
+    target_compile_definitions(${name} PRIVATE ${S_DEFINES})
+  endif()
+  add_dependencies(${name} simcuda_runtime simcuda_driver)
+  add_test(NAME ${name} COMMAND ${name} ${S_ARGS})
+  if(NOT S_TIMEOUT)
+    set(S_TIMEOUT 120)
+  endif()
+  set_tests_properties(${name} PROPERTIES
+    ENVIRONMENT "LD_LIBRARY_PATH=${SIMCUDA_LIBRARY_DIR};${S_ENV}"
+    TIMEOUT ${S_TIMEOUT}
+    LABELS sim)
+endfunction()
+
+sim_app(sim_basic)
+sim_app(sim_errors ENV SIMCUDA_DEVICE_MEMORY=1GiB)
+sim_app(sim_capacity ENV SIMCUDA_DEVICE_MEMORY=512MiB)
+sim_app(sim_multi_device ENV SIMCUDA_DEVICE_COUNT=2 SIMCUDA_DEVICE_MEMORY=2GiB)
+sim_app(sim_streams ENV SIMCUDA_ASYNC_LATENCY_US=20000)
+sim_app(sim_free_sync ENV SIMCUDA_ASYNC_LATENCY_US=200000)
+sim_app(sim_async_alloc ENV SIMCUDA_ASYNC_LATENCY_US=20000)
+sim_app(sim_managed_host_pitch)
+sim_app(sim_driver DRIVER ENV SIMCUDA_DEVICE_MEMORY=4GiB)
+sim_app(sim_entry_points)
+sim_app(sim_ptds DEFINES CUDA_API_PER_THREAD_DEFAULT_STREAM=1 ENV SIMCUDA_ASYNC_LATENCY_US=100000)
+# The per-thread build must really reference the _ptds/_ptsz runtime symbols.
+add_test(NAME sim_ptds_symbols COMMAND sh -c
+  "nm -D --undefined-only \"$1\" > \"$1.syms\" && for s in cudaMemcpy_ptds cudaMemset_ptds cudaMemsetAsync_ptsz cudaMemcpyAsync_ptsz cudaStreamSynchronize_ptsz cudaMallocAsync_ptsz cudaFreeAsync_ptsz cudaEventRecord_ptsz cudaStreamQuery_ptsz cudaGetDriverEntryPoint_ptsz; do grep -q \"$s@libcudart.so.13\" \"$1.syms\" || { echo \"missing $s\"; exit 1; }; done"
+  sh $<TARGET_FILE:sim_ptds>)
+set_tests_properties(sim_ptds_symbols PROPERTIES LABELS sim)
+sim_app(sim_reset ENV SIMCUDA_ASYNC_LATENCY_US=50000)
+sim_app(sim_threads ENV SIMCUDA_MALLOC_LATENCY_US=1000 SIMCUDA_FREE_LATENCY_US=1000)
+sim_app(sim_80gib ENV SIMCUDA_DEVICE_MEMORY=80GiB)
+sim_app(sim_fork ENV SIMCUDA_ASYNC_LATENCY_US=20000)
+# Bad values: one warning each, defaults (16 GiB, 1 device).
+sim_app(sim_env ARGS 17179869184 1 3
+  ENV SIMCUDA_DEVICE_MEMORY=lots SIMCUDA_DEVICE_COUNT=two SIMCUDA_ASYNC_LATENCY_US=-5)
+# Good values with units: no warning.
+add_test(NAME sim_env_units COMMAND sim_env 1610612736 3 0)
+set_tests_properties(sim_env_units PROPERTIES LABELS sim ENVIRONMENT
+  "LD_LIBRARY_PATH=${SIMCUDA_LIBRARY_DIR};SIMCUDA_DEVICE_MEMORY=1.5GiB;SIMCUDA_DEVICE_COUNT=3;SIMCUDA_MALLOC_LATENCY_US=0")

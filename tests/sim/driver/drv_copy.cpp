@@ -1,0 +1,227 @@
+// cuMemcpy* and cuMemset*. Device-side pointers are validated against live
+// allocations (an out-of-range or freed pointer is CUDA_ERROR_INVALID_VALUE);
+// the work runs on the stream's worker, synchronous calls wait for it.
+//
+// Pageable host memory follows the CUDA Runtime API's "API synchronization
+// behavior": an async copy from pageable memory is staged before the call
+// returns, and an async copy to pageable memory completes before it returns.
+#include <cstring>
+
+#include "drv_internal.h"
+
+namespace sim {
+namespace {
+
+enum class Side { Host, Device, Any };
+
+struct Ptr {
+  std::uintptr_t p;
+  Side side;
+};
+
+// Whether `p` lies in memory the host may only touch through the stream
+// (device, managed, VMM or pinned) rather than pageable memory.
+bool is_sim_memory(std::uintptr_t p, std::size_t n, bool* pinned_host) {
+  PtrInfo i = lookup_range(p, n ? n : 1);
+  *pinned_host = i.found && i.host;
+  return i.found;
+}
+
+CUresult check_device_side(std::uintptr_t p, std::size_t n) {
+  PtrInfo i = lookup_range(p, n);
+  // With unified addressing, mapped pinned host memory is also device-visible.
+  return i.found ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}
+
+CUresult copy(Ptr dst, Ptr src, std::size_t n, CUstream h, bool async, bool pt) {
+  std::shared_ptr<Stream> s;
+  if (CUresult r = resolve_stream(h, pt, &s)) return r;
+  if (n == 0) return CUDA_SUCCESS;
+  if (dst.p == 0 || src.p == 0) return CUDA_ERROR_INVALID_VALUE;
+  if (dst.side == Side::Device) {
+    if (CUresult r = check_device_side(dst.p, n)) return r;
+  }
+  if (src.side == Side::Device) {
+    if (CUresult r = check_device_side(src.p, n)) return r;
+  }
+  bool dst_pinned = false, src_pinned = false;
+  bool dst_sim = dst.side == Side::Device || is_sim_memory(dst.p, n, &dst_pinned);
+  bool src_sim = src.side == Side::Device || is_sim_memory(src.p, n, &src_pinned);
+  void* d = reinterpret_cast<void*>(dst.p);
+  const void* sp = reinterpret_cast<const void*>(src.p);
+  if (!async || !dst_sim) {
+    // Synchronous, or asynchronous into pageable memory: done on return.
+    run_sync(s, [d, sp, n] { std::memmove(d, sp, n); }, true);
+    return CUDA_SUCCESS;
+  }
+  Op op;
+  op.pays_latency = true;
+  if (!src_sim) {
+    auto staged = std::make_shared<std::vector<unsigned char>>(
+        static_cast<const unsigned char*>(sp), static_cast<const unsigned char*>(sp) + n);
+    op.fn = [d, staged] { std::memcpy(d, staged->data(), staged->size()); };
+  } else {
+    op.fn = [d, sp, n] { std::memmove(d, sp, n); };
+  }
+  enqueue(s, std::move(op));
+  return CUDA_SUCCESS;
+}
+
+template <typename T>
+CUresult set(std::uintptr_t dst, std::size_t pitch, T value, std::size_t width,
+             std::size_t height, CUstream h, bool async, bool pt) {
+  std::shared_ptr<Stream> s;
+  if (CUresult r = resolve_stream(h, pt, &s)) return r;
+  if (width == 0 || height == 0) return CUDA_SUCCESS;
+  if (dst % sizeof(T) != 0) return CUDA_ERROR_INVALID_VALUE;  // D16/D32 alignment
+  const std::size_t row = width * sizeof(T);
+  if (height > 1 && pitch < row) return CUDA_ERROR_INVALID_VALUE;
+  const std::size_t span = (height - 1) * pitch + row;
+  if (CUresult r = check_device_side(dst, span)) return r;
+  auto fn = [dst, pitch, value, width, height] {
+    for (std::size_t y = 0; y < height; ++y) {
+      T* p = reinterpret_cast<T*>(dst + y * pitch);
+      if (sizeof(T) == 1) {
+        std::memset(p, static_cast<int>(value), width);
+      } else {
+        for (std::size_t x = 0; x < width; ++x) p[x] = value;
+      }
+    }
+  };
+  if (!async) {
+    run_sync(s, fn, true);
+    return CUDA_SUCCESS;
+  }
+  Op op;
+  op.fn = fn;
+  op.pays_latency = true;
+  enqueue(s, std::move(op));
+  return CUDA_SUCCESS;
+}
+
+Ptr H(const void* p) { return {reinterpret_cast<std::uintptr_t>(p), Side::Host}; }
+Ptr D(std::uintptr_t p) { return {p, Side::Device}; }
+Ptr A(std::uintptr_t p) { return {p, Side::Any}; }
+
+}  // namespace
+}  // namespace sim
+
+using namespace sim;
+
+// ---- copies: sync (plain, _ptds, legacy 32-bit) and async (plain, _ptsz) ----
+#define SIM_COPY_SYNC(NAME, PT, DT, DST, ST, SRC)                  \
+  CUresult CUDAAPI NAME(DT dst, ST src, size_t n) {                \
+    return copy(DST, SRC, n, nullptr, false, PT);                  \
+  }
+#define SIM_COPY_ASYNC(NAME, PT, DT, DST, ST, SRC)                 \
+  CUresult CUDAAPI NAME(DT dst, ST src, size_t n, CUstream h) {    \
+    return copy(DST, SRC, n, h, true, PT);                         \
+  }
+
+SIM_COPY_SYNC(cuMemcpy, false, CUdeviceptr, A(dst), CUdeviceptr, A(src))
+SIM_COPY_SYNC(cuMemcpy_ptds, true, CUdeviceptr, A(dst), CUdeviceptr, A(src))
+SIM_COPY_ASYNC(cuMemcpyAsync, false, CUdeviceptr, A(dst), CUdeviceptr, A(src))
+SIM_COPY_ASYNC(cuMemcpyAsync_ptsz, true, CUdeviceptr, A(dst), CUdeviceptr, A(src))
+
+SIM_COPY_SYNC(cuMemcpyHtoD_v2, false, CUdeviceptr, D(dst), const void*, H(src))
+SIM_COPY_SYNC(cuMemcpyHtoD_v2_ptds, true, CUdeviceptr, D(dst), const void*, H(src))
+SIM_COPY_SYNC(cuMemcpyDtoH_v2, false, void*, H(dst), CUdeviceptr, D(src))
+SIM_COPY_SYNC(cuMemcpyDtoH_v2_ptds, true, void*, H(dst), CUdeviceptr, D(src))
+SIM_COPY_SYNC(cuMemcpyDtoD_v2, false, CUdeviceptr, D(dst), CUdeviceptr, D(src))
+SIM_COPY_SYNC(cuMemcpyDtoD_v2_ptds, true, CUdeviceptr, D(dst), CUdeviceptr, D(src))
+
+SIM_COPY_ASYNC(cuMemcpyHtoDAsync_v2, false, CUdeviceptr, D(dst), const void*, H(src))
+SIM_COPY_ASYNC(cuMemcpyHtoDAsync_v2_ptsz, true, CUdeviceptr, D(dst), const void*, H(src))
+SIM_COPY_ASYNC(cuMemcpyDtoHAsync_v2, false, void*, H(dst), CUdeviceptr, D(src))
+SIM_COPY_ASYNC(cuMemcpyDtoHAsync_v2_ptsz, true, void*, H(dst), CUdeviceptr, D(src))
+SIM_COPY_ASYNC(cuMemcpyDtoDAsync_v2, false, CUdeviceptr, D(dst), CUdeviceptr, D(src))
+SIM_COPY_ASYNC(cuMemcpyDtoDAsync_v2_ptsz, true, CUdeviceptr, D(dst), CUdeviceptr, D(src))
+
+// Legacy 32-bit ABIs (CUDA 2.0): 32-bit pointers and sizes.
+CUresult CUDAAPI cuMemcpyHtoD(CUdeviceptr_v1 dst, const void* src, unsigned int n) {
+  return copy(D(dst), H(src), n, nullptr, false, false);
+}
+CUresult CUDAAPI cuMemcpyDtoH(void* dst, CUdeviceptr_v1 src, unsigned int n) {
+  return copy(H(dst), D(src), n, nullptr, false, false);
+}
+CUresult CUDAAPI cuMemcpyDtoD(CUdeviceptr_v1 dst, CUdeviceptr_v1 src, unsigned int n) {
+  return copy(D(dst), D(src), n, nullptr, false, false);
+}
+CUresult CUDAAPI cuMemcpyHtoDAsync(CUdeviceptr_v1 dst, const void* src, unsigned int n,
+                                   CUstream h) {
+  return copy(D(dst), H(src), n, h, true, false);
+}
+CUresult CUDAAPI cuMemcpyDtoHAsync(void* dst, CUdeviceptr_v1 src, unsigned int n, CUstream h) {
+  return copy(H(dst), D(src), n, h, true, false);
+}
+CUresult CUDAAPI cuMemcpyDtoDAsync(CUdeviceptr_v1 dst, CUdeviceptr_v1 src, unsigned int n,
+                                   CUstream h) {
+  return copy(D(dst), D(src), n, h, true, false);
+}
+
+// Peer copies: every simulated device shares the host address space.
+CUresult CUDAAPI cuMemcpyPeer(CUdeviceptr dst, CUcontext, CUdeviceptr src, CUcontext, size_t n) {
+  return copy(D(dst), D(src), n, nullptr, false, false);
+}
+CUresult CUDAAPI cuMemcpyPeer_ptds(CUdeviceptr dst, CUcontext, CUdeviceptr src, CUcontext,
+                                   size_t n) {
+  return copy(D(dst), D(src), n, nullptr, false, true);
+}
+CUresult CUDAAPI cuMemcpyPeerAsync(CUdeviceptr dst, CUcontext, CUdeviceptr src, CUcontext,
+                                   size_t n, CUstream h) {
+  return copy(D(dst), D(src), n, h, true, false);
+}
+CUresult CUDAAPI cuMemcpyPeerAsync_ptsz(CUdeviceptr dst, CUcontext, CUdeviceptr src, CUcontext,
+                                        size_t n, CUstream h) {
+  return copy(D(dst), D(src), n, h, true, true);
+}
+
+// ---- memsets ------------------------------------------------------------------
+#define SIM_SET_SYNC(NAME, PT, T, PTR)                                  \
+  CUresult CUDAAPI NAME(PTR dst, T v, size_t n) {                       \
+    return set<T>(dst, 0, v, n, 1, nullptr, false, PT);                 \
+  }
+#define SIM_SET_ASYNC(NAME, PT, T)                                      \
+  CUresult CUDAAPI NAME(CUdeviceptr dst, T v, size_t n, CUstream h) {   \
+    return set<T>(dst, 0, v, n, 1, h, true, PT);                        \
+  }
+#define SIM_SET2D_SYNC(NAME, PT, T)                                             \
+  CUresult CUDAAPI NAME(CUdeviceptr dst, size_t pitch, T v, size_t w, size_t h) { \
+    return set<T>(dst, pitch, v, w, h, nullptr, false, PT);                     \
+  }
+#define SIM_SET2D_ASYNC(NAME, PT, T)                                                \
+  CUresult CUDAAPI NAME(CUdeviceptr dst, size_t pitch, T v, size_t w, size_t h,     \
+                        CUstream s) {                                               \
+    return set<T>(dst, pitch, v, w, h, s, true, PT);                                \
+  }
+
+SIM_SET_SYNC(cuMemsetD8_v2, false, unsigned char, CUdeviceptr)
+SIM_SET_SYNC(cuMemsetD8_v2_ptds, true, unsigned char, CUdeviceptr)
+SIM_SET_SYNC(cuMemsetD16_v2, false, unsigned short, CUdeviceptr)
+SIM_SET_SYNC(cuMemsetD16_v2_ptds, true, unsigned short, CUdeviceptr)
+SIM_SET_SYNC(cuMemsetD32_v2, false, unsigned int, CUdeviceptr)
+SIM_SET_SYNC(cuMemsetD32_v2_ptds, true, unsigned int, CUdeviceptr)
+SIM_SET_ASYNC(cuMemsetD8Async, false, unsigned char)
+SIM_SET_ASYNC(cuMemsetD8Async_ptsz, true, unsigned char)
+SIM_SET_ASYNC(cuMemsetD16Async, false, unsigned short)
+SIM_SET_ASYNC(cuMemsetD16Async_ptsz, true, unsigned short)
+SIM_SET_ASYNC(cuMemsetD32Async, false, unsigned int)
+SIM_SET_ASYNC(cuMemsetD32Async_ptsz, true, unsigned int)
+SIM_SET2D_SYNC(cuMemsetD2D8_v2, false, unsigned char)
+SIM_SET2D_SYNC(cuMemsetD2D8_v2_ptds, true, unsigned char)
+SIM_SET2D_SYNC(cuMemsetD2D32_v2, false, unsigned int)
+SIM_SET2D_SYNC(cuMemsetD2D32_v2_ptds, true, unsigned int)
+SIM_SET2D_ASYNC(cuMemsetD2D8Async, false, unsigned char)
+SIM_SET2D_ASYNC(cuMemsetD2D8Async_ptsz, true, unsigned char)
+SIM_SET2D_ASYNC(cuMemsetD2D32Async, false, unsigned int)
+SIM_SET2D_ASYNC(cuMemsetD2D32Async_ptsz, true, unsigned int)
+
+CUresult CUDAAPI cuMemsetD8(CUdeviceptr_v1 dst, unsigned char v, unsigned int n) {
+  return set<unsigned char>(dst, 0, v, n, 1, nullptr, false, false);
+}
+CUresult CUDAAPI cuMemsetD16(CUdeviceptr_v1 dst, unsigned short v, unsigned int n) {
+  return set<unsigned short>(dst, 0, v, n, 1, nullptr, false, false);
+}
+CUresult CUDAAPI cuMemsetD32(CUdeviceptr_v1 dst, unsigned int v, unsigned int n) {
+  return set<unsigned int>(dst, 0, v, n, 1, nullptr, false, false);
+}

@@ -1,0 +1,224 @@
+// Internal model of the simulated driver (libcuda.so.1).
+//
+// Everything lives on host memory. Each device is one big virtual
+// reservation (MAP_NORESERVE) carved up by an address-ordered, coalescing
+// arena, so a pointer identifies its device and an 80 GiB device costs no RAM
+// until it is written. Streams are worker threads that run their queue in
+// order. Global objects are created with `new` and never destroyed: worker
+// threads may still run while the process exits, and they must not meet
+// destroyed globals.
+#pragma once
+
+// The toolkit's own sources define this to see every versioned ABI
+// (cuMemAlloc and cuMemAlloc_v2, cuStreamSynchronize and _ptsz, ...).
+#define __CUDA_API_VERSION_INTERNAL 1
+#pragma GCC visibility push(default)
+#include <cuda.h>
+#pragma GCC visibility pop
+
+#include <atomic>
+#include <condition_variable>
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <unordered_map>
+#include <vector>
+
+#include "../common/sim_config.h"
+
+namespace sim {
+
+constexpr int kDriverVersion = 13000;  // what cuDriverGetVersion reports
+constexpr std::size_t kAllocAlign = 512;
+constexpr std::size_t kVmmGranularity = std::size_t{2} << 20;
+
+struct Context;
+struct Stream;
+struct Pool;
+
+// Address-ordered free list with best-fit search and coalescing. Not
+// thread-safe: the owning Device's mutex guards it.
+class Arena {
+ public:
+  bool init(std::size_t size, bool low_32bit);
+  bool ready() const { return base_ != 0; }
+  // Returns 0 when no free range is large enough.
+  std::uintptr_t alloc(std::size_t size);
+  void release(std::uintptr_t p, std::size_t size);
+  bool contains(std::uintptr_t p) const { return p >= base_ && p < base_ + size_; }
+  std::uintptr_t base() const { return base_; }
+  std::size_t size() const { return size_; }
+
+ private:
+  void insert_free(std::uintptr_t p, std::size_t n);
+  void erase_free(std::map<std::uintptr_t, std::size_t>::iterator it);
+  std::uintptr_t base_ = 0;
+  std::size_t size_ = 0;
+  std::map<std::uintptr_t, std::size_t> by_addr_;
+  std::set<std::pair<std::size_t, std::uintptr_t>> by_size_;
+};
+
+enum class AllocKind { Device, Pitch, Managed, Async, Legacy32 };
+
+struct Allocation {
+  std::uintptr_t base;
+  std::size_t size;       // rounded size charged against capacity
+  std::size_t requested;  // what the caller asked for
+  Context* ctx;
+  AllocKind kind;
+  Pool* pool;             // for stream-ordered allocations
+  bool free_pending;      // a cuMemFreeAsync is queued for it
+};
+
+struct Device {
+  int ordinal = 0;
+  std::size_t capacity = 0;
+  std::mutex mu;  // guards arena, low, allocs, used
+  Arena arena;
+  Arena low;      // below 4 GiB, for the legacy 32-bit cuMemAlloc ABI
+  std::map<std::uintptr_t, Allocation> allocs;
+  std::size_t used = 0;  // arena allocations + VMM physical memory
+  Context* primary = nullptr;
+  int primary_refcount = 0;     // guarded by g_mu
+  unsigned primary_flags = 0;   // guarded by g_mu
+  Pool* default_pool = nullptr;
+  Pool* current_pool = nullptr; // guarded by g_mu
+};
+
+struct Context {
+  Device* dev = nullptr;
+  bool is_primary = false;
+  unsigned flags = 0;
+  std::atomic<std::uint64_t> generation{1};  // bumped on reset/destroy
+  std::mutex mu;  // guards streams, legacy, and the order of enqueues
+  std::condition_variable cv;  // signalled when a worker leaves `streams`
+  std::set<Stream*> streams;   // every live worker of this context
+  std::shared_ptr<Stream> legacy;
+};
+
+struct Op {
+  std::function<void()> fn;
+  std::vector<std::pair<std::shared_ptr<Stream>, std::uint64_t>> deps;
+  bool pays_latency = false;  // "kernel-like" work: memset, memcpy, host fn
+};
+
+struct Stream : std::enable_shared_from_this<Stream> {
+  Context* ctx = nullptr;
+  std::uint64_t ctx_generation = 0;
+  unsigned flags = 0;  // CU_STREAM_NON_BLOCKING or 0
+  int priority = 0;
+  bool is_legacy = false;
+  bool is_per_thread = false;
+  unsigned long long id = 0;
+  std::mutex mu;
+  std::condition_variable cv;
+  std::deque<Op> queue;
+  std::uint64_t submitted = 0;  // guarded by mu
+  std::uint64_t completed = 0;  // guarded by mu
+  bool stopping = false;
+
+  bool blocking() const { return !is_legacy && !(flags & CU_STREAM_NON_BLOCKING); }
+  void wait_for(std::uint64_t seq);
+  bool is_done(std::uint64_t seq);
+};
+
+struct Event {
+  unsigned flags = 0;
+  Context* ctx = nullptr;
+  std::mutex mu;
+  std::shared_ptr<Stream> stream;  // stream of the latest record
+  std::uint64_t seq = 0;           // op sequence of the latest record
+  std::uint64_t gen = 0;           // bumped by each record
+  bool recorded = false;
+  bool done_stamp = false;
+  double stamp_ms = 0;             // time the record op ran
+};
+
+struct Pool {
+  Device* dev = nullptr;
+  bool is_default = false;
+  std::atomic<std::uint64_t> release_threshold{0};
+  std::atomic<std::uint64_t> used_current{0};
+  std::atomic<std::uint64_t> used_high{0};
+};
+
+// ---- global state (drv_state.cpp) -----------------------------------------
+struct Globals {
+  std::mutex mu;  // g_mu: init, registries, primary refcounts
+  bool initialized = false;
+  std::vector<Device*> devices;
+  std::set<Context*> contexts;
+  std::unordered_map<void*, std::shared_ptr<Stream>> streams;
+  std::unordered_map<void*, std::shared_ptr<Event>> events;
+  std::set<Pool*> pools;
+  std::atomic<unsigned long long> next_stream_id{100};
+};
+Globals& G();
+
+// Returns CUDA_ERROR_NOT_INITIALIZED before cuInit (and in a forked child
+// of an initialised process).
+CUresult check_init();
+// Current context of the calling thread, or an error.
+CUresult current_ctx(Context** out);
+Device* device_at(int ordinal);  // nullptr if out of range (after init)
+double now_ms();
+
+// Thread-local context stack (cuCtxPush/Pop, cuCtxSetCurrent replaces top).
+std::vector<Context*>& ctx_stack();
+
+// Frees everything owned by ctx: drains and stops its streams, frees its
+// allocations, events, VMM handles and pinned host memory.
+void destroy_context_resources(Context* ctx);
+Context* new_context(Device* dev, bool primary, unsigned flags);
+
+// ---- streams (drv_streams.cpp) ---------------------------------------------
+// Resolves a stream handle (NULL, CU_STREAM_LEGACY, CU_STREAM_PER_THREAD or a
+// created stream); `per_thread` is true for the _ptsz/_ptds entry points.
+CUresult resolve_stream(CUstream h, bool per_thread, std::shared_ptr<Stream>* out);
+// Enqueues `op` on `s`, adding the legacy-default-stream dependencies.
+std::uint64_t enqueue(const std::shared_ptr<Stream>& s, Op op);
+// Runs fn on the stream and waits for it (synchronous copies and sets).
+void run_sync(const std::shared_ptr<Stream>& s, std::function<void()> fn, bool pays_latency);
+// Waits for every stream of ctx.
+void sync_context(Context* ctx);
+// Stops all streams of ctx after they drain (used by reset/destroy).
+void stop_context_streams(Context* ctx);
+void drop_context_events(Context* ctx);
+
+// ---- memory (drv_memory.cpp) -----------------------------------------------
+struct PtrInfo {
+  bool found = false;
+  int device = -1;
+  std::uintptr_t base = 0;
+  std::size_t size = 0;      // accessible bytes from base
+  Context* ctx = nullptr;
+  bool host = false;         // pinned host allocation
+  bool managed = false;      // cuMemAllocManaged
+};
+// Looks up any simulated allocation (arena, low arena, pinned host, VMM
+// mapping) containing [p, p+len). len 0 checks just p.
+PtrInfo lookup_range(std::uintptr_t p, std::size_t len);
+CUresult alloc_device(Context* ctx, std::size_t size, AllocKind kind, Pool* pool, std::uintptr_t* out);
+// Marks the allocation starting at p as having a stream-ordered free queued;
+// fails for unknown pointers and for a second free.
+CUresult mark_free_pending(std::uintptr_t p);
+// Frees a live allocation starting at p (no synchronisation).
+CUresult free_device(std::uintptr_t p, bool async_pending_ok);
+void free_context_allocations(Context* ctx);
+void free_context_host(Context* ctx);
+
+// ---- vmm (drv_vmm.cpp) -----------------------------------------------------
+bool vmm_lookup(std::uintptr_t p, std::size_t len, PtrInfo* info);
+void vmm_release_context(Context* ctx);
+
+// ---- fork --------------------------------------------------------------------
+extern std::atomic<bool> g_forked_child;
+
+}  // namespace sim
+
+// Entry points (real names, from cuda.h) are defined across drv_*.cpp.

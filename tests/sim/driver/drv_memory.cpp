@@ -1,0 +1,379 @@
+// Device, managed, pitched, legacy 32-bit and pinned host allocations.
+#include <sys/mman.h>
+
+#include <climits>
+
+#include "drv_internal.h"
+
+namespace sim {
+namespace {
+
+// The legacy 32-bit ABI (cuMemAlloc with CUdeviceptr_v1) can only hold
+// addresses below 4 GiB, so those allocations come from a small second
+// reservation made with MAP_32BIT the first time one is requested.
+constexpr std::size_t kLowArenaSize = std::size_t{256} << 20;
+
+struct HostAlloc {
+  std::size_t size;
+  unsigned flags;
+  Context* ctx;
+};
+std::mutex& host_mu() {
+  static auto* m = new std::mutex;
+  return *m;
+}
+std::map<std::uintptr_t, HostAlloc>& host_allocs() {
+  static auto* m = new std::map<std::uintptr_t, HostAlloc>;
+  return *m;
+}
+
+bool round_up(std::size_t n, std::size_t a, std::size_t* out) {
+  if (n > SIZE_MAX - (a - 1)) return false;
+  *out = (n + a - 1) / a * a;
+  return true;
+}
+
+Device* device_of(std::uintptr_t p) {
+  for (Device* d : G().devices) {
+    if (d->arena.contains(p) || d->low.contains(p)) return d;
+  }
+  return nullptr;
+}
+
+void release_locked(Device* d, std::map<std::uintptr_t, Allocation>::iterator it) {
+  const Allocation& a = it->second;
+  (d->low.contains(a.base) ? d->low : d->arena).release(a.base, a.size);
+  d->used -= a.size;
+  if (a.pool) a.pool->used_current.fetch_sub(a.size);
+  d->allocs.erase(it);
+}
+
+}  // namespace
+
+CUresult alloc_device(Context* ctx, std::size_t size, AllocKind kind, Pool* pool,
+                      std::uintptr_t* out) {
+  std::size_t rounded = 0;
+  if (size == 0) return CUDA_ERROR_INVALID_VALUE;
+  if (!round_up(size, kAllocAlign, &rounded)) return CUDA_ERROR_OUT_OF_MEMORY;
+  Device* d = ctx->dev;
+  std::lock_guard<std::mutex> lk(d->mu);
+  if (rounded > d->capacity - d->used) return CUDA_ERROR_OUT_OF_MEMORY;
+  Arena* arena = &d->arena;
+  if (kind == AllocKind::Legacy32) {
+    if (!d->low.ready() && !d->low.init(std::min(kLowArenaSize, d->capacity), true)) {
+      return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    arena = &d->low;
+  }
+  std::uintptr_t p = arena->alloc(rounded);
+  if (!p) return CUDA_ERROR_OUT_OF_MEMORY;  // fragmentation or low arena full
+  d->used += rounded;
+  d->allocs[p] = Allocation{p, rounded, size, ctx, kind, pool, false};
+  if (pool) {
+    std::uint64_t now = pool->used_current.fetch_add(rounded) + rounded;
+    std::uint64_t high = pool->used_high.load();
+    while (now > high && !pool->used_high.compare_exchange_weak(high, now)) {
+    }
+  }
+  *out = p;
+  return CUDA_SUCCESS;
+}
+
+CUresult free_device(std::uintptr_t p, bool async_pending_ok) {
+  Device* d = device_of(p);
+  if (!d) return CUDA_ERROR_INVALID_VALUE;
+  std::lock_guard<std::mutex> lk(d->mu);
+  auto it = d->allocs.find(p);
+  if (it == d->allocs.end()) return CUDA_ERROR_INVALID_VALUE;
+  if (it->second.free_pending && !async_pending_ok) return CUDA_ERROR_INVALID_VALUE;
+  release_locked(d, it);
+  return CUDA_SUCCESS;
+}
+
+CUresult mark_free_pending(std::uintptr_t p) {
+  Device* d = device_of(p);
+  if (!d) return CUDA_ERROR_INVALID_VALUE;
+  std::lock_guard<std::mutex> lk(d->mu);
+  auto it = d->allocs.find(p);
+  if (it == d->allocs.end() || it->second.free_pending) return CUDA_ERROR_INVALID_VALUE;
+  it->second.free_pending = true;
+  return CUDA_SUCCESS;
+}
+
+void free_context_allocations(Context* ctx) {
+  Device* d = ctx->dev;
+  std::lock_guard<std::mutex> lk(d->mu);
+  for (auto it = d->allocs.begin(); it != d->allocs.end();) {
+    auto next = std::next(it);
+    if (it->second.ctx == ctx) release_locked(d, it);
+    it = next;
+  }
+}
+
+void free_context_host(Context* ctx) {
+  std::lock_guard<std::mutex> lk(host_mu());
+  auto& m = host_allocs();
+  for (auto it = m.begin(); it != m.end();) {
+    if (it->second.ctx == ctx) {
+      munmap(reinterpret_cast<void*>(it->first), it->second.size);
+      it = m.erase(it);
+    } else {
+      ++it;
+    }
+  }
+}
+
+PtrInfo lookup_range(std::uintptr_t p, std::size_t len) {
+  PtrInfo info;
+  if (p == 0 || len > UINTPTR_MAX - p) return info;
+  if (Device* d = device_of(p)) {
+    std::lock_guard<std::mutex> lk(d->mu);
+    auto it = d->allocs.upper_bound(p);
+    if (it == d->allocs.begin()) return info;
+    --it;
+    const Allocation& a = it->second;
+    if (p < a.base + a.requested && p + len <= a.base + a.requested) {
+      info = PtrInfo{true, d->ordinal, a.base, a.requested, a.ctx, false,
+                     a.kind == AllocKind::Managed};
+    }
+    return info;
+  }
+  {
+    std::lock_guard<std::mutex> lk(host_mu());
+    auto& m = host_allocs();
+    auto it = m.upper_bound(p);
+    if (it != m.begin()) {
+      --it;
+      if (p < it->first + it->second.size && p + len <= it->first + it->second.size) {
+        return PtrInfo{true, -1, it->first, it->second.size, it->second.ctx, true, false};
+      }
+    }
+  }
+  vmm_lookup(p, len, &info);
+  return info;
+}
+
+}  // namespace sim
+
+using namespace sim;
+
+namespace {
+
+CUresult alloc_api(CUdeviceptr* dptr, std::size_t size, AllocKind kind) {
+  if (!dptr) return CUDA_ERROR_INVALID_VALUE;
+  Context* c = nullptr;
+  if (CUresult r = current_ctx(&c)) return r;
+  // "If bytesize is 0, cuMemAlloc() returns CUDA_ERROR_INVALID_VALUE."
+  if (size == 0) return CUDA_ERROR_INVALID_VALUE;
+  simcfg::sleep_us(simcfg::get().malloc_latency_us);  // no lock held
+  std::uintptr_t p = 0;
+  if (CUresult r = alloc_device(c, size, kind, nullptr, &p)) return r;
+  *dptr = p;
+  return CUDA_SUCCESS;
+}
+
+CUresult free_api(std::uintptr_t p) {
+  Context* c = nullptr;
+  if (CUresult r = current_ctx(&c)) return r;
+  if (p == 0) return CUDA_ERROR_INVALID_VALUE;
+  PtrInfo info = lookup_range(p, 0);
+  if (!info.found || info.host || info.base != p || info.device < 0) return CUDA_ERROR_INVALID_VALUE;
+  simcfg::sleep_us(simcfg::get().free_latency_us);
+  // cuMemFree/cudaFree synchronise: outstanding work that may still use the
+  // buffer completes before the memory can be handed out again.
+  sync_context(info.ctx);
+  return free_device(p, false);
+}
+
+CUresult get_info(std::size_t* free_b, std::size_t* total_b) {
+  if (!free_b || !total_b) return CUDA_ERROR_INVALID_VALUE;
+  Context* c = nullptr;
+  if (CUresult r = current_ctx(&c)) return r;
+  std::lock_guard<std::mutex> lk(c->dev->mu);
+  *total_b = c->dev->capacity;
+  *free_b = c->dev->capacity - c->dev->used;
+  return CUDA_SUCCESS;
+}
+
+CUresult alloc_pitch(CUdeviceptr* dptr, std::size_t* pitch, std::size_t width, std::size_t height,
+                     unsigned elem, AllocKind kind) {
+  if (!dptr || !pitch) return CUDA_ERROR_INVALID_VALUE;
+  // "ElementSizeBytes ... may be 4, 8 or 16" (cuMemAllocPitch).
+  if (elem != 4 && elem != 8 && elem != 16) return CUDA_ERROR_INVALID_VALUE;
+  if (width == 0 || height == 0) return CUDA_ERROR_INVALID_VALUE;
+  std::size_t p = 0;
+  if (!round_up(width, kAllocAlign, &p) || height > SIZE_MAX / p) return CUDA_ERROR_OUT_OF_MEMORY;
+  CUresult r = alloc_api(dptr, p * height, kind);
+  if (r == CUDA_SUCCESS) *pitch = p;
+  return r;
+}
+
+CUresult host_alloc(void** pp, std::size_t size, unsigned flags) {
+  if (!pp) return CUDA_ERROR_INVALID_VALUE;
+  const unsigned all = CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_DEVICEMAP |
+                       CU_MEMHOSTALLOC_WRITECOMBINED;
+  if (flags & ~all) return CUDA_ERROR_INVALID_VALUE;
+  Context* c = nullptr;
+  if (CUresult r = current_ctx(&c)) return r;
+  if (size == 0) return CUDA_ERROR_INVALID_VALUE;
+  // Pinned memory is host memory: it does not count against device capacity.
+  void* p = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (p == MAP_FAILED) return CUDA_ERROR_OUT_OF_MEMORY;
+  std::lock_guard<std::mutex> lk(host_mu());
+  host_allocs()[reinterpret_cast<std::uintptr_t>(p)] = HostAlloc{size, flags, c};
+  *pp = p;
+  return CUDA_SUCCESS;
+}
+
+}  // namespace
+
+CUresult CUDAAPI cuMemAlloc_v2(CUdeviceptr* dptr, size_t bytesize) {
+  return alloc_api(dptr, bytesize, AllocKind::Device);
+}
+
+CUresult CUDAAPI cuMemAlloc(CUdeviceptr_v1* dptr, unsigned int bytesize) {
+  if (!dptr) return CUDA_ERROR_INVALID_VALUE;
+  CUdeviceptr p = 0;
+  CUresult r = alloc_api(&p, bytesize, AllocKind::Legacy32);
+  if (r == CUDA_SUCCESS) *dptr = static_cast<CUdeviceptr_v1>(p);
+  return r;
+}
+
+CUresult CUDAAPI cuMemFree_v2(CUdeviceptr dptr) { return free_api(dptr); }
+CUresult CUDAAPI cuMemFree(CUdeviceptr_v1 dptr) { return free_api(dptr); }
+
+CUresult CUDAAPI cuMemGetInfo_v2(size_t* free_b, size_t* total_b) { return get_info(free_b, total_b); }
+
+CUresult CUDAAPI cuMemGetInfo(unsigned int* free_b, unsigned int* total_b) {
+  if (!free_b || !total_b) return CUDA_ERROR_INVALID_VALUE;
+  std::size_t f = 0, t = 0;
+  CUresult r = get_info(&f, &t);
+  if (r) return r;
+  // The 32-bit ABI cannot express more than 4 GiB; saturate.
+  *free_b = static_cast<unsigned>(std::min<std::size_t>(f, UINT_MAX));
+  *total_b = static_cast<unsigned>(std::min<std::size_t>(t, UINT_MAX));
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuMemAllocPitch_v2(CUdeviceptr* dptr, size_t* pPitch, size_t WidthInBytes,
+                                    size_t Height, unsigned int ElementSizeBytes) {
+  return alloc_pitch(dptr, pPitch, WidthInBytes, Height, ElementSizeBytes, AllocKind::Pitch);
+}
+
+CUresult CUDAAPI cuMemAllocPitch(CUdeviceptr_v1* dptr, unsigned int* pPitch,
+                                 unsigned int WidthInBytes, unsigned int Height,
+                                 unsigned int ElementSizeBytes) {
+  if (!dptr || !pPitch) return CUDA_ERROR_INVALID_VALUE;
+  CUdeviceptr p = 0;
+  std::size_t pitch = 0;
+  if (ElementSizeBytes != 4 && ElementSizeBytes != 8 && ElementSizeBytes != 16) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  if (WidthInBytes == 0 || Height == 0) return CUDA_ERROR_INVALID_VALUE;
+  pitch = (std::size_t{WidthInBytes} + kAllocAlign - 1) / kAllocAlign * kAllocAlign;
+  if (pitch > UINT_MAX) return CUDA_ERROR_INVALID_VALUE;
+  CUresult r = alloc_api(&p, pitch * Height, AllocKind::Legacy32);
+  if (r) return r;
+  *dptr = static_cast<CUdeviceptr_v1>(p);
+  *pPitch = static_cast<unsigned>(pitch);
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuMemAllocManaged(CUdeviceptr* dptr, size_t bytesize, unsigned int flags) {
+  // "flags must be one of CU_MEM_ATTACH_GLOBAL or CU_MEM_ATTACH_HOST."
+  if (flags != CU_MEM_ATTACH_GLOBAL && flags != CU_MEM_ATTACH_HOST) return CUDA_ERROR_INVALID_VALUE;
+  // Managed memory lives on the device in this model, so it counts against
+  // the device's capacity.
+  return alloc_api(dptr, bytesize, AllocKind::Managed);
+}
+
+CUresult CUDAAPI cuMemAllocHost_v2(void** pp, size_t bytesize) { return host_alloc(pp, bytesize, 0); }
+CUresult CUDAAPI cuMemAllocHost(void** pp, unsigned int bytesize) {
+  return host_alloc(pp, bytesize, 0);
+}
+CUresult CUDAAPI cuMemHostAlloc(void** pp, size_t bytesize, unsigned int Flags) {
+  return host_alloc(pp, bytesize, Flags);
+}
+
+CUresult CUDAAPI cuMemFreeHost(void* p) {
+  Context* c = nullptr;
+  if (CUresult r = current_ctx(&c)) return r;
+  std::lock_guard<std::mutex> lk(host_mu());
+  auto it = host_allocs().find(reinterpret_cast<std::uintptr_t>(p));
+  if (it == host_allocs().end()) return CUDA_ERROR_INVALID_VALUE;
+  munmap(p, it->second.size);
+  host_allocs().erase(it);
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuMemHostGetDevicePointer_v2(CUdeviceptr* pdptr, void* p, unsigned int Flags) {
+  if (!pdptr || Flags != 0) return CUDA_ERROR_INVALID_VALUE;
+  Context* c = nullptr;
+  if (CUresult r = current_ctx(&c)) return r;
+  PtrInfo info = lookup_range(reinterpret_cast<std::uintptr_t>(p), 0);
+  if (!info.found || !info.host) return CUDA_ERROR_INVALID_VALUE;
+  *pdptr = reinterpret_cast<CUdeviceptr>(p);  // unified addressing: same value
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuMemHostGetFlags(unsigned int* pFlags, void* p) {
+  if (!pFlags) return CUDA_ERROR_INVALID_VALUE;
+  Context* c = nullptr;
+  if (CUresult r = current_ctx(&c)) return r;
+  std::lock_guard<std::mutex> lk(host_mu());
+  auto it = host_allocs().find(reinterpret_cast<std::uintptr_t>(p));
+  if (it == host_allocs().end()) return CUDA_ERROR_INVALID_VALUE;
+  *pFlags = it->second.flags;
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuMemGetAddressRange_v2(CUdeviceptr* pbase, size_t* psize, CUdeviceptr dptr) {
+  Context* c = nullptr;
+  if (CUresult r = current_ctx(&c)) return r;
+  PtrInfo info = lookup_range(dptr, 0);
+  if (!info.found || info.host) return CUDA_ERROR_NOT_FOUND;
+  if (pbase) *pbase = info.base;
+  if (psize) *psize = info.size;
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuPointerGetAttribute(void* data, CUpointer_attribute attribute, CUdeviceptr ptr) {
+  if (!data) return CUDA_ERROR_INVALID_VALUE;
+  if (CUresult r = check_init()) return r;
+  PtrInfo i = lookup_range(ptr, 0);
+  // Memory the driver knows nothing about (pageable host memory, garbage).
+  if (!i.found) return CUDA_ERROR_INVALID_VALUE;
+  const int ordinal = i.host ? (i.ctx ? i.ctx->dev->ordinal : 0) : i.device;
+  switch (attribute) {
+    case CU_POINTER_ATTRIBUTE_CONTEXT:
+      *static_cast<CUcontext*>(data) = reinterpret_cast<CUcontext>(i.ctx);
+      return CUDA_SUCCESS;
+    case CU_POINTER_ATTRIBUTE_MEMORY_TYPE:
+      *static_cast<unsigned int*>(data) = i.host ? CU_MEMORYTYPE_HOST : CU_MEMORYTYPE_DEVICE;
+      return CUDA_SUCCESS;
+    case CU_POINTER_ATTRIBUTE_DEVICE_POINTER:
+      *static_cast<CUdeviceptr*>(data) = ptr;
+      return CUDA_SUCCESS;
+    case CU_POINTER_ATTRIBUTE_HOST_POINTER:
+      if (!i.host && !i.managed) return CUDA_ERROR_INVALID_VALUE;
+      *static_cast<void**>(data) = reinterpret_cast<void*>(ptr);
+      return CUDA_SUCCESS;
+    case CU_POINTER_ATTRIBUTE_IS_MANAGED:
+      *static_cast<int*>(data) = i.managed ? 1 : 0;  // documented as a bool in an int
+      return CUDA_SUCCESS;
+    case CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL:
+      *static_cast<int*>(data) = ordinal;
+      return CUDA_SUCCESS;
+    case CU_POINTER_ATTRIBUTE_RANGE_START_ADDR:
+      *static_cast<CUdeviceptr*>(data) = i.base;
+      return CUDA_SUCCESS;
+    case CU_POINTER_ATTRIBUTE_RANGE_SIZE:
+      *static_cast<std::size_t*>(data) = i.size;
+      return CUDA_SUCCESS;
+    case CU_POINTER_ATTRIBUTE_MAPPED:
+      *static_cast<int*>(data) = 1;
+      return CUDA_SUCCESS;
+    default:
+      return CUDA_ERROR_INVALID_VALUE;
+  }
+}

@@ -1,0 +1,374 @@
+// Driver initialisation, devices, contexts (primary and created), fork.
+#include <pthread.h>
+
+#include <chrono>
+#include <new>
+
+#include "drv_internal.h"
+
+namespace sim {
+
+std::atomic<bool> g_forked_child{false};
+
+Globals& G() {
+  static Globals* g = new Globals;  // never destroyed, see drv_internal.h
+  return *g;
+}
+
+std::vector<Context*>& ctx_stack() {
+  static thread_local std::vector<Context*> stack;
+  return stack;
+}
+
+double now_ms() {
+  using namespace std::chrono;
+  static const steady_clock::time_point t0 = steady_clock::now();
+  return duration<double, std::milli>(steady_clock::now() - t0).count();
+}
+
+CUresult check_init() {
+  // A forked child does not inherit the parent's worker threads; like real
+  // CUDA it must not use the parent's CUDA state (it gets an init error).
+  if (g_forked_child.load(std::memory_order_relaxed)) return CUDA_ERROR_NOT_INITIALIZED;
+  std::lock_guard<std::mutex> lk(G().mu);
+  return G().initialized ? CUDA_SUCCESS : CUDA_ERROR_NOT_INITIALIZED;
+}
+
+Device* device_at(int ordinal) {
+  auto& g = G();
+  if (ordinal < 0 || ordinal >= static_cast<int>(g.devices.size())) return nullptr;
+  return g.devices[ordinal];
+}
+
+Context* new_context(Device* dev, bool primary, unsigned flags) {
+  auto* c = new Context;
+  c->dev = dev;
+  c->is_primary = primary;
+  c->flags = flags;
+  return c;
+}
+
+CUresult current_ctx(Context** out) {
+  if (CUresult r = check_init()) return r;
+  auto& st = ctx_stack();
+  if (st.empty() || !st.back()) return CUDA_ERROR_INVALID_CONTEXT;
+  Context* c = st.back();
+  std::lock_guard<std::mutex> lk(G().mu);
+  // A destroyed context (or a released primary) left current on this thread.
+  if (!G().contexts.count(c)) return CUDA_ERROR_INVALID_CONTEXT;
+  *out = c;
+  return CUDA_SUCCESS;
+}
+
+void destroy_context_resources(Context* ctx) {
+  // Bumped first so per-thread streams made from here on are already "old"
+  // and get replaced on their next use.
+  ctx->generation.fetch_add(1);
+  sync_context(ctx);
+  stop_context_streams(ctx);
+  drop_context_events(ctx);
+  free_context_allocations(ctx);
+  vmm_release_context(ctx);
+  free_context_host(ctx);
+  ctx->generation.fetch_add(1);
+}
+
+namespace {
+
+void atfork_child() {
+  // Only this thread survives. The state of an initialised parent (streams,
+  // worker threads, locks they held) is unusable; poison it so calls fail
+  // with an init error instead of deadlocking. An uninitialised parent's
+  // child may still initialise normally.
+  auto& g = G();
+  new (&g.mu) std::mutex;
+  if (g.initialized) g_forked_child.store(true);
+}
+
+__attribute__((constructor)) void register_atfork() {
+  pthread_atfork(nullptr, nullptr, atfork_child);
+}
+
+CUresult check_device(CUdevice dev, Device** out) {
+  if (CUresult r = check_init()) return r;
+  Device* d = device_at(dev);
+  if (!d) return CUDA_ERROR_INVALID_DEVICE;
+  *out = d;
+  return CUDA_SUCCESS;
+}
+
+CUresult create_ctx(CUcontext* pctx, unsigned flags, CUdevice dev) {
+  if (!pctx) return CUDA_ERROR_INVALID_VALUE;
+  Device* d = nullptr;
+  if (CUresult r = check_device(dev, &d)) return r;
+  Context* c = new_context(d, false, flags);
+  {
+    std::lock_guard<std::mutex> lk(G().mu);
+    G().contexts.insert(c);
+  }
+  // cuCtxCreate pushes the new context onto the caller's stack.
+  ctx_stack().push_back(c);
+  *pctx = reinterpret_cast<CUcontext>(c);
+  return CUDA_SUCCESS;
+}
+
+CUresult destroy_ctx(CUcontext ctx) {
+  if (CUresult r = check_init()) return r;
+  Context* c = reinterpret_cast<Context*>(ctx);
+  {
+    std::lock_guard<std::mutex> lk(G().mu);
+    if (!c || !G().contexts.count(c) || c->is_primary) return CUDA_ERROR_INVALID_CONTEXT;
+  }
+  destroy_context_resources(c);
+  {
+    std::lock_guard<std::mutex> lk(G().mu);
+    G().contexts.erase(c);  // the object itself is leaked on purpose
+  }
+  // "If the context is current to the calling thread then it is also popped."
+  auto& st = ctx_stack();
+  if (!st.empty() && st.back() == c) st.pop_back();
+  return CUDA_SUCCESS;
+}
+
+CUresult primary_release(CUdevice dev) {
+  Device* d = nullptr;
+  if (CUresult r = check_device(dev, &d)) return r;
+  bool destroy = false;
+  {
+    std::lock_guard<std::mutex> lk(G().mu);
+    if (d->primary_refcount <= 0) return CUDA_ERROR_INVALID_CONTEXT;
+    if (--d->primary_refcount == 0) destroy = true;
+  }
+  if (destroy) {
+    destroy_context_resources(d->primary);
+    std::lock_guard<std::mutex> lk(G().mu);
+    if (d->primary_refcount == 0) G().contexts.erase(d->primary);
+  }
+  return CUDA_SUCCESS;
+}
+
+CUresult primary_reset(CUdevice dev) {
+  Device* d = nullptr;
+  if (CUresult r = check_device(dev, &d)) return r;
+  // "Destroy all allocations and reset all state on the primary context.
+  //  Resetting the primary context does not release it" (cuDevicePrimaryCtxReset).
+  // Retainers keep a usable, empty context.
+  destroy_context_resources(d->primary);
+  std::lock_guard<std::mutex> lk(G().mu);
+  d->primary_flags = 0;
+  return CUDA_SUCCESS;
+}
+
+}  // namespace
+}  // namespace sim
+
+using namespace sim;
+
+CUresult CUDAAPI cuInit(unsigned int Flags) {
+  if (Flags != 0) return CUDA_ERROR_INVALID_VALUE;
+  if (g_forked_child.load()) return CUDA_ERROR_NOT_INITIALIZED;
+  const auto& cfg = simcfg::get();
+  auto& g = G();
+  std::lock_guard<std::mutex> lk(g.mu);
+  if (g.initialized) return CUDA_SUCCESS;
+  if (cfg.device_count == 0) return CUDA_ERROR_NO_DEVICE;
+  for (int i = 0; i < cfg.device_count; ++i) {
+    auto* d = new Device;
+    d->ordinal = i;
+    d->capacity = cfg.device_memory;
+    if (!d->arena.init(cfg.device_memory, false)) {
+      // Not enough address space for every device (e.g. 16 x 64 TiB): fail
+      // cleanly so a later cuInit starts from scratch (objects are leaked).
+      g.devices.clear();
+      g.pools.clear();
+      return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    d->primary = new_context(d, true, 0);
+    auto* pool = new Pool;
+    pool->dev = d;
+    pool->is_default = true;
+    d->default_pool = d->current_pool = pool;
+    g.pools.insert(pool);
+    g.devices.push_back(d);
+  }
+  g.initialized = true;
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuDriverGetVersion(int* driverVersion) {
+  if (!driverVersion) return CUDA_ERROR_INVALID_VALUE;
+  *driverVersion = kDriverVersion;  // valid before cuInit, as in real CUDA
+  return CUDA_SUCCESS;
+}
+
+// ---- primary contexts --------------------------------------------------------
+
+CUresult CUDAAPI cuDevicePrimaryCtxRetain(CUcontext* pctx, CUdevice dev) {
+  if (!pctx) return CUDA_ERROR_INVALID_VALUE;
+  Device* d = nullptr;
+  if (CUresult r = check_device(dev, &d)) return r;
+  std::lock_guard<std::mutex> lk(G().mu);
+  if (d->primary_refcount++ == 0) G().contexts.insert(d->primary);
+  *pctx = reinterpret_cast<CUcontext>(d->primary);
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuDevicePrimaryCtxRelease_v2(CUdevice dev) { return primary_release(dev); }
+CUresult CUDAAPI cuDevicePrimaryCtxRelease(CUdevice dev) { return primary_release(dev); }
+CUresult CUDAAPI cuDevicePrimaryCtxReset_v2(CUdevice dev) { return primary_reset(dev); }
+CUresult CUDAAPI cuDevicePrimaryCtxReset(CUdevice dev) { return primary_reset(dev); }
+
+CUresult CUDAAPI cuDevicePrimaryCtxGetState(CUdevice dev, unsigned int* flags, int* active) {
+  if (!flags || !active) return CUDA_ERROR_INVALID_VALUE;
+  Device* d = nullptr;
+  if (CUresult r = check_device(dev, &d)) return r;
+  std::lock_guard<std::mutex> lk(G().mu);
+  *flags = d->primary_flags;
+  *active = d->primary_refcount > 0 ? 1 : 0;
+  return CUDA_SUCCESS;
+}
+
+static CUresult primary_set_flags(CUdevice dev, unsigned int flags) {
+  Device* d = nullptr;
+  if (CUresult r = check_device(dev, &d)) return r;
+  if (flags & ~0x1fu) return CUDA_ERROR_INVALID_VALUE;  // sched + map + lmem bits
+  std::lock_guard<std::mutex> lk(G().mu);
+  d->primary_flags = flags;
+  return CUDA_SUCCESS;
+}
+CUresult CUDAAPI cuDevicePrimaryCtxSetFlags_v2(CUdevice dev, unsigned int flags) {
+  return primary_set_flags(dev, flags);
+}
+CUresult CUDAAPI cuDevicePrimaryCtxSetFlags(CUdevice dev, unsigned int flags) {
+  return primary_set_flags(dev, flags);
+}
+
+// ---- created contexts and the current-context stack -------------------------
+
+CUresult CUDAAPI cuCtxCreate_v4(CUcontext* pctx, CUctxCreateParams* params, unsigned int flags,
+                               CUdevice dev) {
+  (void)params;  // execution affinity / CIG parameters do not apply to the sim
+  return create_ctx(pctx, flags, dev);
+}
+CUresult CUDAAPI cuCtxCreate_v3(CUcontext* pctx, CUexecAffinityParam* paramsArray, int numParams,
+                               unsigned int flags, CUdevice dev) {
+  (void)paramsArray;
+  (void)numParams;
+  return create_ctx(pctx, flags, dev);
+}
+CUresult CUDAAPI cuCtxCreate_v2(CUcontext* pctx, unsigned int flags, CUdevice dev) {
+  return create_ctx(pctx, flags, dev);
+}
+CUresult CUDAAPI cuCtxCreate(CUcontext* pctx, unsigned int flags, CUdevice dev) {
+  return create_ctx(pctx, flags, dev);
+}
+CUresult CUDAAPI cuCtxDestroy_v2(CUcontext ctx) { return destroy_ctx(ctx); }
+CUresult CUDAAPI cuCtxDestroy(CUcontext ctx) { return destroy_ctx(ctx); }
+
+CUresult CUDAAPI cuCtxGetCurrent(CUcontext* pctx) {
+  if (!pctx) return CUDA_ERROR_INVALID_VALUE;
+  if (CUresult r = check_init()) return r;
+  auto& st = ctx_stack();
+  *pctx = st.empty() ? nullptr : reinterpret_cast<CUcontext>(st.back());
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuCtxSetCurrent(CUcontext ctx) {
+  if (CUresult r = check_init()) return r;
+  Context* c = reinterpret_cast<Context*>(ctx);
+  if (c) {
+    std::lock_guard<std::mutex> lk(G().mu);
+    if (!G().contexts.count(c)) return CUDA_ERROR_INVALID_CONTEXT;
+  }
+  auto& st = ctx_stack();
+  // "If there exists a CUDA context stack on the calling CPU thread, this
+  //  will replace the top of that stack with ctx. If ctx is NULL then this
+  //  will be equivalent to popping the top of the calling CPU thread's stack."
+  if (!c) {
+    if (!st.empty()) st.pop_back();
+  } else if (st.empty()) {
+    st.push_back(c);
+  } else {
+    st.back() = c;
+  }
+  return CUDA_SUCCESS;
+}
+
+static CUresult push_ctx(CUcontext ctx) {
+  if (CUresult r = check_init()) return r;
+  Context* c = reinterpret_cast<Context*>(ctx);
+  {
+    std::lock_guard<std::mutex> lk(G().mu);
+    if (!c || !G().contexts.count(c)) return CUDA_ERROR_INVALID_CONTEXT;
+  }
+  ctx_stack().push_back(c);
+  return CUDA_SUCCESS;
+}
+static CUresult pop_ctx(CUcontext* pctx) {
+  if (CUresult r = check_init()) return r;
+  auto& st = ctx_stack();
+  if (st.empty()) return CUDA_ERROR_INVALID_CONTEXT;
+  if (pctx) *pctx = reinterpret_cast<CUcontext>(st.back());
+  st.pop_back();
+  return CUDA_SUCCESS;
+}
+CUresult CUDAAPI cuCtxPushCurrent_v2(CUcontext ctx) { return push_ctx(ctx); }
+CUresult CUDAAPI cuCtxPushCurrent(CUcontext ctx) { return push_ctx(ctx); }
+CUresult CUDAAPI cuCtxPopCurrent_v2(CUcontext* pctx) { return pop_ctx(pctx); }
+CUresult CUDAAPI cuCtxPopCurrent(CUcontext* pctx) { return pop_ctx(pctx); }
+
+CUresult CUDAAPI cuCtxGetDevice(CUdevice* device) {
+  if (!device) return CUDA_ERROR_INVALID_VALUE;
+  Context* c = nullptr;
+  if (CUresult r = current_ctx(&c)) return r;
+  *device = c->dev->ordinal;
+  return CUDA_SUCCESS;
+}
+
+static CUresult ctx_or_current(CUcontext ctx, Context** out) {
+  if (!ctx) return current_ctx(out);
+  if (CUresult r = check_init()) return r;
+  Context* c = reinterpret_cast<Context*>(ctx);
+  std::lock_guard<std::mutex> lk(G().mu);
+  if (!G().contexts.count(c)) return CUDA_ERROR_INVALID_CONTEXT;
+  *out = c;
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuCtxGetDevice_v2(CUdevice* device, CUcontext ctx) {
+  if (!device) return CUDA_ERROR_INVALID_VALUE;
+  Context* c = nullptr;
+  if (CUresult r = ctx_or_current(ctx, &c)) return r;
+  *device = c->dev->ordinal;
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuCtxSynchronize(void) {
+  Context* c = nullptr;
+  if (CUresult r = current_ctx(&c)) return r;
+  sync_context(c);
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuCtxSynchronize_v2(CUcontext ctx) {
+  Context* c = nullptr;
+  if (CUresult r = ctx_or_current(ctx, &c)) return r;
+  sync_context(c);
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuCtxGetFlags(unsigned int* flags) {
+  if (!flags) return CUDA_ERROR_INVALID_VALUE;
+  Context* c = nullptr;
+  if (CUresult r = current_ctx(&c)) return r;
+  *flags = c->is_primary ? c->dev->primary_flags : c->flags;
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuCtxGetApiVersion(CUcontext ctx, unsigned int* version) {
+  if (!version) return CUDA_ERROR_INVALID_VALUE;
+  Context* c = nullptr;
+  if (CUresult r = ctx_or_current(ctx, &c)) return r;
+  *version = 3020;  // what real drivers report for contexts of current APIs
+  return CUDA_SUCCESS;
+}

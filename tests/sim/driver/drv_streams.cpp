@@ -1,0 +1,519 @@
+// Streams and events. Every stream is a worker thread running its queue in
+// order. Legacy default stream semantics are modelled with dependencies
+// added at enqueue time (CUDA Runtime API, "Stream synchronization
+// behavior"): work on the legacy stream waits for all earlier work on the
+// blocking streams of its context, and later work on a blocking stream waits
+// for the legacy stream. CU_STREAM_NON_BLOCKING streams take no part.
+#include <system_error>
+#include <thread>
+
+#include "drv_internal.h"
+
+namespace sim {
+
+void Stream::wait_for(std::uint64_t seq) {
+  std::unique_lock<std::mutex> lk(mu);
+  cv.wait(lk, [&] { return completed >= seq; });
+}
+
+bool Stream::is_done(std::uint64_t seq) {
+  std::lock_guard<std::mutex> lk(mu);
+  return completed >= seq;
+}
+
+namespace {
+
+void worker_main(std::shared_ptr<Stream> s) {
+  const std::uint64_t latency = simcfg::get().async_latency_us;
+  for (;;) {
+    Op op;
+    {
+      std::unique_lock<std::mutex> lk(s->mu);
+      s->cv.wait(lk, [&] { return !s->queue.empty() || s->stopping; });
+      if (s->queue.empty()) break;  // stopping, and everything ran
+      op = std::move(s->queue.front());
+      s->queue.pop_front();
+    }
+    for (auto& dep : op.deps) dep.first->wait_for(dep.second);
+    op.deps.clear();
+    if (op.pays_latency) simcfg::sleep_us(latency);  // the "slow kernel"
+    if (op.fn) op.fn();
+    op.fn = nullptr;
+    {
+      std::lock_guard<std::mutex> lk(s->mu);
+      ++s->completed;
+    }
+    s->cv.notify_all();
+  }
+  Context* c = s->ctx;
+  {
+    std::lock_guard<std::mutex> lk(c->mu);
+    c->streams.erase(s.get());
+  }
+  c->cv.notify_all();
+}
+
+// Creates a stream and its worker. Caller must NOT hold ctx->mu.
+CUresult make_stream(Context* c, unsigned flags, int priority, bool legacy, bool per_thread,
+                     std::shared_ptr<Stream>* out) {
+  auto s = std::make_shared<Stream>();
+  s->ctx = c;
+  s->ctx_generation = c->generation.load();
+  s->flags = flags;
+  s->priority = priority;
+  s->is_legacy = legacy;
+  s->is_per_thread = per_thread;
+  s->id = G().next_stream_id.fetch_add(1);
+  {
+    std::lock_guard<std::mutex> lk(c->mu);
+    c->streams.insert(s.get());
+  }
+  try {
+    std::thread(worker_main, s).detach();
+  } catch (const std::system_error&) {
+    std::lock_guard<std::mutex> lk(c->mu);
+    c->streams.erase(s.get());
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  }
+  *out = std::move(s);
+  return CUDA_SUCCESS;
+}
+
+void stop_stream(const std::shared_ptr<Stream>& s) {
+  {
+    std::lock_guard<std::mutex> lk(s->mu);
+    s->stopping = true;
+  }
+  s->cv.notify_all();
+}
+
+// The per-thread default stream of each context this thread used. It is
+// stopped (after draining) when the thread exits.
+struct PerThreadStreams {
+  std::unordered_map<Context*, std::shared_ptr<Stream>> map;
+  ~PerThreadStreams() {
+    for (auto& e : map) stop_stream(e.second);
+  }
+};
+thread_local PerThreadStreams tl_pts;
+
+CUresult legacy_stream(Context* c, std::shared_ptr<Stream>* out) {
+  {
+    std::lock_guard<std::mutex> lk(c->mu);
+    if (c->legacy) {
+      *out = c->legacy;
+      return CUDA_SUCCESS;
+    }
+  }
+  std::shared_ptr<Stream> s;
+  if (CUresult r = make_stream(c, 0, 0, true, false, &s)) return r;
+  std::lock_guard<std::mutex> lk(c->mu);
+  if (c->legacy) {  // another thread won the race
+    stop_stream(s);
+  } else {
+    c->legacy = s;
+  }
+  *out = c->legacy;
+  return CUDA_SUCCESS;
+}
+
+CUresult per_thread_stream(Context* c, std::shared_ptr<Stream>* out) {
+  auto it = tl_pts.map.find(c);
+  if (it != tl_pts.map.end()) {
+    if (it->second->ctx_generation == c->generation.load()) {
+      *out = it->second;
+      return CUDA_SUCCESS;
+    }
+    stop_stream(it->second);  // the context was reset since
+    tl_pts.map.erase(it);
+  }
+  std::shared_ptr<Stream> s;
+  if (CUresult r = make_stream(c, 0, 0, false, true, &s)) return r;
+  tl_pts.map[c] = s;
+  *out = s;
+  return CUDA_SUCCESS;
+}
+
+}  // namespace
+
+CUresult resolve_stream(CUstream h, bool per_thread, std::shared_ptr<Stream>* out) {
+  if (h == nullptr) h = per_thread ? CU_STREAM_PER_THREAD : CU_STREAM_LEGACY;
+  if (h == CU_STREAM_LEGACY || h == CU_STREAM_PER_THREAD) {
+    Context* c = nullptr;
+    if (CUresult r = current_ctx(&c)) return r;
+    return h == CU_STREAM_LEGACY ? legacy_stream(c, out) : per_thread_stream(c, out);
+  }
+  if (CUresult r = check_init()) return r;
+  std::lock_guard<std::mutex> lk(G().mu);
+  auto it = G().streams.find(h);
+  if (it == G().streams.end()) return CUDA_ERROR_INVALID_HANDLE;
+  *out = it->second;
+  return CUDA_SUCCESS;
+}
+
+std::uint64_t enqueue(const std::shared_ptr<Stream>& s, Op op) {
+  Context* c = s->ctx;
+  std::lock_guard<std::mutex> ctx_lk(c->mu);  // orders enqueues within the context
+  if (s->is_legacy) {
+    for (Stream* b : c->streams) {
+      if (b == s.get() || !b->blocking()) continue;
+      std::lock_guard<std::mutex> lk(b->mu);
+      if (b->submitted > b->completed) op.deps.emplace_back(b->shared_from_this(), b->submitted);
+    }
+  } else if (s->blocking() && c->legacy) {
+    Stream* l = c->legacy.get();
+    std::lock_guard<std::mutex> lk(l->mu);
+    if (l->submitted > l->completed) op.deps.emplace_back(c->legacy, l->submitted);
+  }
+  std::uint64_t seq;
+  {
+    std::lock_guard<std::mutex> lk(s->mu);
+    seq = ++s->submitted;
+    s->queue.push_back(std::move(op));
+  }
+  s->cv.notify_all();
+  return seq;
+}
+
+void run_sync(const std::shared_ptr<Stream>& s, std::function<void()> fn, bool pays_latency) {
+  Op op;
+  op.fn = std::move(fn);
+  op.pays_latency = pays_latency;
+  std::uint64_t seq = enqueue(s, std::move(op));
+  s->wait_for(seq);
+}
+
+void sync_context(Context* ctx) {
+  std::vector<std::pair<std::shared_ptr<Stream>, std::uint64_t>> waits;
+  {
+    std::lock_guard<std::mutex> ctx_lk(ctx->mu);
+    for (Stream* s : ctx->streams) {
+      std::lock_guard<std::mutex> lk(s->mu);
+      if (s->submitted > s->completed) waits.emplace_back(s->shared_from_this(), s->submitted);
+    }
+  }
+  for (auto& w : waits) w.first->wait_for(w.second);
+}
+
+void stop_context_streams(Context* ctx) {
+  std::vector<std::shared_ptr<Stream>> stopping;
+  {
+    std::lock_guard<std::mutex> lk(G().mu);
+    for (auto it = G().streams.begin(); it != G().streams.end();) {
+      if (it->second->ctx == ctx) {
+        stopping.push_back(it->second);
+        it = G().streams.erase(it);
+      } else {
+        ++it;
+      }
+    }
+  }
+  {
+    std::lock_guard<std::mutex> lk(ctx->mu);
+    for (Stream* s : ctx->streams) stopping.push_back(s->shared_from_this());
+    ctx->legacy.reset();
+  }
+  for (auto& s : stopping) stop_stream(s);
+  stopping.clear();
+  std::unique_lock<std::mutex> lk(ctx->mu);
+  ctx->cv.wait(lk, [&] { return ctx->streams.empty(); });
+}
+
+void drop_context_events(Context* ctx) {
+  std::lock_guard<std::mutex> lk(G().mu);
+  for (auto it = G().events.begin(); it != G().events.end();) {
+    if (it->second->ctx == ctx) {
+      it = G().events.erase(it);
+    } else {
+      ++it;
+    }
+  }
+}
+
+namespace {
+
+CUresult find_event(CUevent h, std::shared_ptr<Event>* out) {
+  if (CUresult r = check_init()) return r;
+  std::lock_guard<std::mutex> lk(G().mu);
+  auto it = G().events.find(h);
+  if (it == G().events.end()) return CUDA_ERROR_INVALID_HANDLE;
+  *out = it->second;
+  return CUDA_SUCCESS;
+}
+
+CUresult stream_sync(CUstream h, bool pt) {
+  std::shared_ptr<Stream> s;
+  if (CUresult r = resolve_stream(h, pt, &s)) return r;
+  if (s->is_legacy) {
+    // A marker on the legacy stream depends on all earlier blocking work,
+    // so waiting for it is the implicit barrier of the NULL stream.
+    run_sync(s, nullptr, false);
+    return CUDA_SUCCESS;
+  }
+  std::uint64_t seq;
+  {
+    std::lock_guard<std::mutex> lk(s->mu);
+    seq = s->submitted;
+  }
+  s->wait_for(seq);
+  return CUDA_SUCCESS;
+}
+
+CUresult stream_query(CUstream h, bool pt) {
+  std::shared_ptr<Stream> s;
+  if (CUresult r = resolve_stream(h, pt, &s)) return r;
+  std::lock_guard<std::mutex> lk(s->mu);
+  return s->completed >= s->submitted ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
+}
+
+CUresult stream_wait_event(CUstream h, CUevent ev, unsigned flags, bool pt) {
+  if (flags & ~static_cast<unsigned>(CU_EVENT_WAIT_EXTERNAL)) return CUDA_ERROR_INVALID_VALUE;
+  std::shared_ptr<Stream> s;
+  if (CUresult r = resolve_stream(h, pt, &s)) return r;
+  std::shared_ptr<Event> e;
+  if (CUresult r = find_event(ev, &e)) return r;
+  Op op;
+  {
+    std::lock_guard<std::mutex> lk(e->mu);
+    // Waiting on a never-recorded event is a no-op (it counts as complete).
+    if (!e->recorded) return CUDA_SUCCESS;
+    op.deps.emplace_back(e->stream, e->seq);
+  }
+  enqueue(s, std::move(op));
+  return CUDA_SUCCESS;
+}
+
+CUresult event_record(CUevent ev, CUstream h, unsigned flags, bool pt) {
+  if (flags & ~static_cast<unsigned>(CU_EVENT_RECORD_EXTERNAL)) return CUDA_ERROR_INVALID_VALUE;
+  std::shared_ptr<Event> e;
+  if (CUresult r = find_event(ev, &e)) return r;
+  std::shared_ptr<Stream> s;
+  if (CUresult r = resolve_stream(h, pt, &s)) return r;
+  std::uint64_t gen;
+  {
+    std::lock_guard<std::mutex> lk(e->mu);
+    gen = ++e->gen;
+    e->done_stamp = false;
+  }
+  Op op;
+  op.fn = [e, gen] {
+    std::lock_guard<std::mutex> lk(e->mu);
+    if (e->gen == gen) {
+      e->stamp_ms = now_ms();
+      e->done_stamp = true;
+    }
+  };
+  std::uint64_t seq = enqueue(s, std::move(op));
+  std::lock_guard<std::mutex> lk(e->mu);
+  if (e->gen == gen) {
+    e->stream = s;
+    e->seq = seq;
+    e->recorded = true;
+  }
+  return CUDA_SUCCESS;
+}
+
+CUresult launch_host(CUstream h, CUhostFn fn, void* data, bool pt) {
+  if (!fn) return CUDA_ERROR_INVALID_VALUE;
+  std::shared_ptr<Stream> s;
+  if (CUresult r = resolve_stream(h, pt, &s)) return r;
+  Op op;
+  op.fn = [fn, data] { fn(data); };
+  op.pays_latency = true;
+  enqueue(s, std::move(op));
+  return CUDA_SUCCESS;
+}
+
+CUresult add_callback(CUstream h, CUstreamCallback cb, void* data, unsigned flags, bool pt) {
+  if (!cb || flags != 0) return CUDA_ERROR_INVALID_VALUE;
+  std::shared_ptr<Stream> s;
+  if (CUresult r = resolve_stream(h, pt, &s)) return r;
+  Op op;
+  op.fn = [cb, h, data] { cb(h, CUDA_SUCCESS, data); };
+  op.pays_latency = true;
+  enqueue(s, std::move(op));
+  return CUDA_SUCCESS;
+}
+
+CUresult stream_create(CUstream* ph, unsigned flags, int priority) {
+  if (!ph) return CUDA_ERROR_INVALID_VALUE;
+  if (flags & ~static_cast<unsigned>(CU_STREAM_NON_BLOCKING)) return CUDA_ERROR_INVALID_VALUE;
+  Context* c = nullptr;
+  if (CUresult r = current_ctx(&c)) return r;
+  std::shared_ptr<Stream> s;
+  if (CUresult r = make_stream(c, flags, priority, false, false, &s)) return r;
+  {
+    std::lock_guard<std::mutex> lk(G().mu);
+    G().streams[s.get()] = s;
+  }
+  *ph = reinterpret_cast<CUstream>(s.get());
+  return CUDA_SUCCESS;
+}
+
+CUresult stream_destroy(CUstream h) {
+  if (CUresult r = check_init()) return r;
+  std::shared_ptr<Stream> s;
+  {
+    std::lock_guard<std::mutex> lk(G().mu);
+    auto it = G().streams.find(h);
+    if (it == G().streams.end()) return CUDA_ERROR_INVALID_HANDLE;
+    s = it->second;
+    G().streams.erase(it);
+  }
+  // "In case the device is still doing work in the stream hStream when
+  //  cuStreamDestroy() is called, the function will return immediately and
+  //  the resources associated with hStream will be released automatically
+  //  once the device has completed all work in hStream."
+  stop_stream(s);
+  return CUDA_SUCCESS;
+}
+
+template <typename F>
+CUresult with_stream(CUstream h, bool pt, F f) {
+  std::shared_ptr<Stream> s;
+  if (CUresult r = resolve_stream(h, pt, &s)) return r;
+  return f(*s);
+}
+
+CUresult destroy_event(CUevent ev) {
+  if (CUresult r = check_init()) return r;
+  std::lock_guard<std::mutex> lk(G().mu);
+  // Pending record operations keep their own reference, so destroying an
+  // event with work outstanding is safe, as in real CUDA.
+  return G().events.erase(ev) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
+}
+
+CUresult elapsed(float* ms, CUevent a, CUevent b) {
+  if (!ms) return CUDA_ERROR_INVALID_VALUE;
+  std::shared_ptr<Event> ea, eb;
+  if (CUresult r = find_event(a, &ea)) return r;
+  if (CUresult r = find_event(b, &eb)) return r;
+  double ta = 0, tb = 0;
+  for (auto* p : {&ea, &eb}) {
+    Event& e = **p;
+    std::lock_guard<std::mutex> lk(e.mu);
+    if ((e.flags & CU_EVENT_DISABLE_TIMING) || !e.recorded) return CUDA_ERROR_INVALID_HANDLE;
+    if (!e.done_stamp) return CUDA_ERROR_NOT_READY;
+    (p == &ea ? ta : tb) = e.stamp_ms;
+  }
+  *ms = static_cast<float>(tb - ta);
+  return CUDA_SUCCESS;
+}
+
+}  // namespace
+}  // namespace sim
+
+using namespace sim;
+
+CUresult CUDAAPI cuStreamCreate(CUstream* phStream, unsigned int Flags) {
+  return stream_create(phStream, Flags, 0);
+}
+CUresult CUDAAPI cuStreamCreateWithPriority(CUstream* phStream, unsigned int flags, int priority) {
+  // Priorities are accepted and reported back; the sim has no scheduler.
+  if (priority > 0) priority = 0;
+  if (priority < -5) priority = -5;
+  return stream_create(phStream, flags, priority);
+}
+CUresult CUDAAPI cuStreamDestroy_v2(CUstream hStream) { return stream_destroy(hStream); }
+CUresult CUDAAPI cuStreamDestroy(CUstream hStream) { return stream_destroy(hStream); }
+CUresult CUDAAPI cuStreamSynchronize(CUstream h) { return stream_sync(h, false); }
+CUresult CUDAAPI cuStreamSynchronize_ptsz(CUstream h) { return stream_sync(h, true); }
+CUresult CUDAAPI cuStreamQuery(CUstream h) { return stream_query(h, false); }
+CUresult CUDAAPI cuStreamQuery_ptsz(CUstream h) { return stream_query(h, true); }
+CUresult CUDAAPI cuStreamWaitEvent(CUstream h, CUevent e, unsigned int f) {
+  return stream_wait_event(h, e, f, false);
+}
+CUresult CUDAAPI cuStreamWaitEvent_ptsz(CUstream h, CUevent e, unsigned int f) {
+  return stream_wait_event(h, e, f, true);
+}
+CUresult CUDAAPI cuLaunchHostFunc(CUstream h, CUhostFn fn, void* d) {
+  return launch_host(h, fn, d, false);
+}
+CUresult CUDAAPI cuLaunchHostFunc_ptsz(CUstream h, CUhostFn fn, void* d) {
+  return launch_host(h, fn, d, true);
+}
+CUresult CUDAAPI cuStreamAddCallback(CUstream h, CUstreamCallback cb, void* d, unsigned int f) {
+  return add_callback(h, cb, d, f, false);
+}
+CUresult CUDAAPI cuStreamAddCallback_ptsz(CUstream h, CUstreamCallback cb, void* d,
+                                          unsigned int f) {
+  return add_callback(h, cb, d, f, true);
+}
+
+#define SIM_STREAM_GETTER(NAME, PT, TYPE, EXPR)        \
+  CUresult CUDAAPI NAME(CUstream h, TYPE* out) {       \
+    if (!out) return CUDA_ERROR_INVALID_VALUE;         \
+    return with_stream(h, PT, [&](Stream& s) {         \
+      *out = EXPR;                                     \
+      return CUDA_SUCCESS;                             \
+    });                                                \
+  }
+SIM_STREAM_GETTER(cuStreamGetFlags, false, unsigned int, s.flags)
+SIM_STREAM_GETTER(cuStreamGetFlags_ptsz, true, unsigned int, s.flags)
+SIM_STREAM_GETTER(cuStreamGetPriority, false, int, s.priority)
+SIM_STREAM_GETTER(cuStreamGetPriority_ptsz, true, int, s.priority)
+SIM_STREAM_GETTER(cuStreamGetId, false, unsigned long long, s.id)
+SIM_STREAM_GETTER(cuStreamGetId_ptsz, true, unsigned long long, s.id)
+SIM_STREAM_GETTER(cuStreamGetCtx, false, CUcontext, reinterpret_cast<CUcontext>(s.ctx))
+SIM_STREAM_GETTER(cuStreamGetCtx_ptsz, true, CUcontext, reinterpret_cast<CUcontext>(s.ctx))
+SIM_STREAM_GETTER(cuStreamGetDevice, false, CUdevice, s.ctx->dev->ordinal)
+SIM_STREAM_GETTER(cuStreamGetDevice_ptsz, true, CUdevice, s.ctx->dev->ordinal)
+#undef SIM_STREAM_GETTER
+
+CUresult CUDAAPI cuEventCreate(CUevent* phEvent, unsigned int Flags) {
+  if (!phEvent) return CUDA_ERROR_INVALID_VALUE;
+  const unsigned all = CU_EVENT_BLOCKING_SYNC | CU_EVENT_DISABLE_TIMING | CU_EVENT_INTERPROCESS;
+  if (Flags & ~all) return CUDA_ERROR_INVALID_VALUE;
+  // Interprocess events must also disable timing (cuEventCreate docs).
+  if ((Flags & CU_EVENT_INTERPROCESS) && !(Flags & CU_EVENT_DISABLE_TIMING)) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  Context* c = nullptr;
+  if (CUresult r = current_ctx(&c)) return r;
+  auto e = std::make_shared<Event>();
+  e->flags = Flags;
+  e->ctx = c;
+  std::lock_guard<std::mutex> lk(G().mu);
+  G().events[e.get()] = e;
+  *phEvent = reinterpret_cast<CUevent>(e.get());
+  return CUDA_SUCCESS;
+}
+CUresult CUDAAPI cuEventRecord(CUevent e, CUstream h) { return event_record(e, h, 0, false); }
+CUresult CUDAAPI cuEventRecord_ptsz(CUevent e, CUstream h) { return event_record(e, h, 0, true); }
+CUresult CUDAAPI cuEventRecordWithFlags(CUevent e, CUstream h, unsigned int f) {
+  return event_record(e, h, f, false);
+}
+CUresult CUDAAPI cuEventRecordWithFlags_ptsz(CUevent e, CUstream h, unsigned int f) {
+  return event_record(e, h, f, true);
+}
+CUresult CUDAAPI cuEventQuery(CUevent ev) {
+  std::shared_ptr<Event> e;
+  if (CUresult r = find_event(ev, &e)) return r;
+  std::shared_ptr<Stream> s;
+  std::uint64_t seq;
+  {
+    std::lock_guard<std::mutex> lk(e->mu);
+    if (!e->recorded) return CUDA_SUCCESS;
+    s = e->stream;
+    seq = e->seq;
+  }
+  return s->is_done(seq) ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
+}
+CUresult CUDAAPI cuEventSynchronize(CUevent ev) {
+  std::shared_ptr<Event> e;
+  if (CUresult r = find_event(ev, &e)) return r;
+  std::shared_ptr<Stream> s;
+  std::uint64_t seq;
+  {
+    std::lock_guard<std::mutex> lk(e->mu);
+    if (!e->recorded) return CUDA_SUCCESS;
+    s = e->stream;
+    seq = e->seq;
+  }
+  s->wait_for(seq);
+  return CUDA_SUCCESS;
+}
+CUresult CUDAAPI cuEventDestroy_v2(CUevent e) { return destroy_event(e); }
+CUresult CUDAAPI cuEventDestroy(CUevent e) { return destroy_event(e); }
+CUresult CUDAAPI cuEventElapsedTime_v2(float* ms, CUevent a, CUevent b) { return elapsed(ms, a, b); }
+CUresult CUDAAPI cuEventElapsedTime(float* ms, CUevent a, CUevent b) { return elapsed(ms, a, b); }

@@ -1,0 +1,395 @@
+// Virtual memory management: cuMemAddressReserve / cuMemCreate / cuMemMap /
+// cuMemSetAccess / cuMemUnmap / cuMemRelease / cuMemAddressFree.
+//
+// A reservation is an anonymous PROT_NONE mapping. Each physical handle is a
+// memfd, so mapping it (MAP_SHARED|MAP_FIXED) into a reservation shows the
+// same bytes wherever and whenever it is mapped: data survives unmap/remap.
+// Physical memory counts against the device's capacity from cuMemCreate until
+// it is both released and unmapped ("the memory is freed when all mappings
+// are unmapped", cuMemRelease).
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "drv_internal.h"
+
+namespace sim {
+namespace {
+
+struct Phys {
+  int fd = -1;
+  std::size_t size = 0;
+  Device* dev = nullptr;
+  Context* ctx = nullptr;
+  int refs = 1;  // cuMemCreate + cuMemRetainAllocationHandle - cuMemRelease
+  int maps = 0;
+  CUmemAllocationProp prop{};
+};
+struct Mapping {
+  std::size_t size;
+  CUmemGenericAllocationHandle handle;
+  int prot;  // PROT_NONE until cuMemSetAccess
+};
+struct Reservation {
+  std::size_t size;
+  Context* ctx;
+  std::map<std::uintptr_t, Mapping> maps;  // by mapping base
+};
+
+struct Vmm {
+  std::mutex mu;
+  std::map<CUmemGenericAllocationHandle, Phys> phys;
+  CUmemGenericAllocationHandle next = 0x51c0000;
+  std::map<std::uintptr_t, Reservation> res;  // by reservation base
+};
+Vmm& V() {
+  static auto* v = new Vmm;
+  return *v;
+}
+
+bool aligned(std::uintptr_t v) { return v % kVmmGranularity == 0; }
+
+CUresult check_prop(const CUmemAllocationProp* prop) {
+  if (!prop) return CUDA_ERROR_INVALID_VALUE;
+  if (prop->type != CU_MEM_ALLOCATION_TYPE_PINNED) return CUDA_ERROR_INVALID_VALUE;
+  if (prop->location.type != CU_MEM_LOCATION_TYPE_DEVICE) return CUDA_ERROR_INVALID_VALUE;
+  if (!device_at(prop->location.id)) return CUDA_ERROR_INVALID_DEVICE;
+  return CUDA_SUCCESS;
+}
+
+// Caller holds V().mu.
+void destroy_phys_locked(std::map<CUmemGenericAllocationHandle, Phys>::iterator it) {
+  Phys& p = it->second;
+  close(p.fd);
+  {
+    std::lock_guard<std::mutex> lk(p.dev->mu);
+    p.dev->used -= p.size;
+  }
+  V().phys.erase(it);
+}
+
+void maybe_destroy_locked(CUmemGenericAllocationHandle h) {
+  auto it = V().phys.find(h);
+  if (it != V().phys.end() && it->second.refs <= 0 && it->second.maps == 0) {
+    destroy_phys_locked(it);
+  }
+}
+
+// Finds the reservation wholly containing [p, p+n). Caller holds V().mu.
+std::map<std::uintptr_t, Reservation>::iterator find_res_locked(std::uintptr_t p, std::size_t n) {
+  auto& res = V().res;
+  auto it = res.upper_bound(p);
+  if (it == res.begin()) return res.end();
+  --it;
+  if (p >= it->first && n <= it->second.size && p - it->first <= it->second.size - n) return it;
+  return res.end();
+}
+
+void unmap_one_locked(std::uintptr_t base, const Mapping& m) {
+  // Back to an inaccessible, reserved range.
+  mmap(reinterpret_cast<void*>(base), m.size, PROT_NONE,
+       MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED | MAP_NORESERVE, -1, 0);
+  auto it = V().phys.find(m.handle);
+  if (it != V().phys.end()) {
+    --it->second.maps;
+    maybe_destroy_locked(m.handle);
+  }
+}
+
+}  // namespace
+
+bool vmm_lookup(std::uintptr_t p, std::size_t len, PtrInfo* info) {
+  std::lock_guard<std::mutex> lk(V().mu);
+  auto r = find_res_locked(p, len ? len : 1);
+  if (r == V().res.end()) return false;
+  auto& maps = r->second.maps;
+  auto it = maps.upper_bound(p);
+  if (it == maps.begin()) return false;
+  --it;
+  // The range may span several adjacent mappings; all must be accessible.
+  std::uintptr_t cur = p, end = p + (len ? len : 1);
+  auto first = it;
+  while (cur < end) {
+    if (it == maps.end() || it->first > cur || it->first + it->second.size <= cur) return false;
+    if (it->second.prot == PROT_NONE) return false;
+    cur = it->first + it->second.size;
+    ++it;
+  }
+  const Phys& ph = V().phys.at(first->second.handle);
+  *info = PtrInfo{true, ph.dev->ordinal, first->first, first->second.size, ph.ctx, false, false};
+  return true;
+}
+
+void vmm_release_context(Context* ctx) {
+  std::lock_guard<std::mutex> lk(V().mu);
+  auto& v = V();
+  // Unmap everything backed by this context's handles, then drop its
+  // reservations, then its handles.
+  for (auto& r : v.res) {
+    for (auto it = r.second.maps.begin(); it != r.second.maps.end();) {
+      auto ph = v.phys.find(it->second.handle);
+      if (r.second.ctx == ctx || (ph != v.phys.end() && ph->second.ctx == ctx)) {
+        unmap_one_locked(it->first, it->second);
+        it = r.second.maps.erase(it);
+      } else {
+        ++it;
+      }
+    }
+  }
+  for (auto it = v.res.begin(); it != v.res.end();) {
+    if (it->second.ctx == ctx) {
+      munmap(reinterpret_cast<void*>(it->first), it->second.size);
+      it = v.res.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  for (auto it = v.phys.begin(); it != v.phys.end();) {
+    auto next = std::next(it);
+    if (it->second.ctx == ctx) destroy_phys_locked(it);
+    it = next;
+  }
+}
+
+}  // namespace sim
+
+using namespace sim;
+
+CUresult CUDAAPI cuMemGetAllocationGranularity(size_t* granularity, const CUmemAllocationProp* prop,
+                                               CUmemAllocationGranularity_flags option) {
+  if (!granularity) return CUDA_ERROR_INVALID_VALUE;
+  if (CUresult r = check_init()) return r;
+  if (CUresult r = check_prop(prop)) return r;
+  if (option != CU_MEM_ALLOC_GRANULARITY_MINIMUM && option != CU_MEM_ALLOC_GRANULARITY_RECOMMENDED) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  *granularity = kVmmGranularity;
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuMemCreate(CUmemGenericAllocationHandle* handle, size_t size,
+                             const CUmemAllocationProp* prop, unsigned long long flags) {
+  if (!handle || flags != 0) return CUDA_ERROR_INVALID_VALUE;
+  if (CUresult r = check_init()) return r;
+  if (CUresult r = check_prop(prop)) return r;
+  // "size ... must be aligned to the granularity" (cuMemGetAllocationGranularity).
+  if (size == 0 || !aligned(size)) return CUDA_ERROR_INVALID_VALUE;
+  Device* d = device_at(prop->location.id);
+  Context* owner = nullptr;
+  if (current_ctx(&owner) != CUDA_SUCCESS || owner->dev != d) owner = d->primary;
+  simcfg::sleep_us(simcfg::get().malloc_latency_us);
+  {
+    std::lock_guard<std::mutex> lk(d->mu);
+    if (size > d->capacity - d->used) return CUDA_ERROR_OUT_OF_MEMORY;
+    d->used += size;
+  }
+  int fd = memfd_create("simcuda-vmm", MFD_CLOEXEC);
+  if (fd < 0 || ftruncate(fd, static_cast<off_t>(size)) != 0) {
+    if (fd >= 0) close(fd);
+    std::lock_guard<std::mutex> lk(d->mu);
+    d->used -= size;
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  }
+  std::lock_guard<std::mutex> lk(V().mu);
+  CUmemGenericAllocationHandle h = V().next++;
+  Phys& p = V().phys[h];
+  p.fd = fd;
+  p.size = size;
+  p.dev = d;
+  p.ctx = owner;
+  p.prop = *prop;
+  *handle = h;
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuMemRelease(CUmemGenericAllocationHandle handle) {
+  if (CUresult r = check_init()) return r;
+  simcfg::sleep_us(simcfg::get().free_latency_us);
+  std::lock_guard<std::mutex> lk(V().mu);
+  auto it = V().phys.find(handle);
+  if (it == V().phys.end() || it->second.refs <= 0) return CUDA_ERROR_INVALID_VALUE;
+  --it->second.refs;
+  maybe_destroy_locked(handle);
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuMemRetainAllocationHandle(CUmemGenericAllocationHandle* handle, void* addr) {
+  if (!handle) return CUDA_ERROR_INVALID_VALUE;
+  if (CUresult r = check_init()) return r;
+  auto p = reinterpret_cast<std::uintptr_t>(addr);
+  std::lock_guard<std::mutex> lk(V().mu);
+  auto r = find_res_locked(p, 1);
+  if (r == V().res.end()) return CUDA_ERROR_INVALID_VALUE;
+  auto it = r->second.maps.upper_bound(p);
+  if (it == r->second.maps.begin()) return CUDA_ERROR_INVALID_VALUE;
+  --it;
+  if (p >= it->first + it->second.size) return CUDA_ERROR_INVALID_VALUE;
+  ++V().phys.at(it->second.handle).refs;
+  *handle = it->second.handle;
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuMemGetAllocationPropertiesFromHandle(CUmemAllocationProp* prop,
+                                                        CUmemGenericAllocationHandle handle) {
+  if (!prop) return CUDA_ERROR_INVALID_VALUE;
+  if (CUresult r = check_init()) return r;
+  std::lock_guard<std::mutex> lk(V().mu);
+  auto it = V().phys.find(handle);
+  if (it == V().phys.end() || it->second.refs <= 0) return CUDA_ERROR_INVALID_VALUE;
+  *prop = it->second.prop;
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuMemAddressReserve(CUdeviceptr* ptr, size_t size, size_t alignment,
+                                     CUdeviceptr addr, unsigned long long flags) {
+  if (!ptr || flags != 0) return CUDA_ERROR_INVALID_VALUE;
+  if (CUresult r = check_init()) return r;
+  if (size == 0 || !aligned(size)) return CUDA_ERROR_INVALID_VALUE;
+  if (alignment & (alignment - 1)) return CUDA_ERROR_INVALID_VALUE;
+  if (alignment < kVmmGranularity) alignment = kVmmGranularity;
+  const int mflags = MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE;
+  void* got = MAP_FAILED;
+  if (addr && addr % alignment == 0) {  // "addr: fixed starting address hint"
+    got = mmap(reinterpret_cast<void*>(addr), size, PROT_NONE, mflags | MAP_FIXED_NOREPLACE, -1, 0);
+    if (got != MAP_FAILED && reinterpret_cast<CUdeviceptr>(got) != addr) {
+      munmap(got, size);  // old kernels treat the flag as a hint
+      got = MAP_FAILED;
+    }
+  }
+  if (got == MAP_FAILED) {
+    void* raw = mmap(nullptr, size + alignment, PROT_NONE, mflags, -1, 0);
+    if (raw == MAP_FAILED) return CUDA_ERROR_OUT_OF_MEMORY;
+    auto r = reinterpret_cast<std::uintptr_t>(raw);
+    std::uintptr_t a = (r + alignment - 1) / alignment * alignment;
+    if (a > r) munmap(raw, a - r);
+    std::uintptr_t tail = r + size + alignment - (a + size);
+    if (tail) munmap(reinterpret_cast<void*>(a + size), tail);
+    got = reinterpret_cast<void*>(a);
+  }
+  Context* owner = nullptr;
+  if (current_ctx(&owner) != CUDA_SUCCESS) owner = nullptr;
+  std::lock_guard<std::mutex> lk(V().mu);
+  V().res[reinterpret_cast<std::uintptr_t>(got)] = Reservation{size, owner, {}};
+  *ptr = reinterpret_cast<CUdeviceptr>(got);
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuMemAddressFree(CUdeviceptr ptr, size_t size) {
+  if (CUresult r = check_init()) return r;
+  std::lock_guard<std::mutex> lk(V().mu);
+  auto it = V().res.find(ptr);
+  // "size must match the size of the reservation".
+  if (it == V().res.end() || it->second.size != size) return CUDA_ERROR_INVALID_VALUE;
+  for (auto& m : it->second.maps) unmap_one_locked(m.first, m.second);
+  munmap(reinterpret_cast<void*>(ptr), size);
+  V().res.erase(it);
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuMemMap(CUdeviceptr ptr, size_t size, size_t offset,
+                          CUmemGenericAllocationHandle handle, unsigned long long flags) {
+  if (CUresult r = check_init()) return r;
+  // "offset ... Currently must be zero"; "flags ... must be zero".
+  if (flags != 0 || offset != 0) return CUDA_ERROR_INVALID_VALUE;
+  if (size == 0 || !aligned(ptr) || !aligned(size)) return CUDA_ERROR_INVALID_VALUE;
+  std::lock_guard<std::mutex> lk(V().mu);
+  auto ph = V().phys.find(handle);
+  if (ph == V().phys.end() || ph->second.refs <= 0) return CUDA_ERROR_INVALID_VALUE;
+  if (size > ph->second.size) return CUDA_ERROR_INVALID_VALUE;
+  auto r = find_res_locked(ptr, size);
+  if (r == V().res.end()) return CUDA_ERROR_INVALID_VALUE;
+  auto& maps = r->second.maps;
+  auto next = maps.lower_bound(ptr);
+  if (next != maps.end() && next->first < ptr + size) return CUDA_ERROR_INVALID_VALUE;
+  if (next != maps.begin()) {
+    auto prev = std::prev(next);
+    if (prev->first + prev->second.size > ptr) return CUDA_ERROR_INVALID_VALUE;  // overlaps
+  }
+  void* m = mmap(reinterpret_cast<void*>(ptr), size, PROT_NONE, MAP_SHARED | MAP_FIXED,
+                 ph->second.fd, 0);
+  if (m == MAP_FAILED) return CUDA_ERROR_OUT_OF_MEMORY;
+  maps[ptr] = Mapping{size, handle, PROT_NONE};
+  ++ph->second.maps;
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuMemUnmap(CUdeviceptr ptr, size_t size) {
+  if (CUresult r = check_init()) return r;
+  if (size == 0 || !aligned(ptr) || !aligned(size)) return CUDA_ERROR_INVALID_VALUE;
+  std::lock_guard<std::mutex> lk(V().mu);
+  auto r = find_res_locked(ptr, size);
+  if (r == V().res.end()) return CUDA_ERROR_INVALID_VALUE;
+  auto& maps = r->second.maps;
+  // Every mapping touched must lie wholly inside the range.
+  auto first = maps.upper_bound(ptr);
+  if (first != maps.begin() && std::prev(first)->first + std::prev(first)->second.size > ptr) {
+    --first;
+  }
+  auto last = first;
+  bool any = false;
+  for (; last != maps.end() && last->first < ptr + size; ++last) {
+    if (last->first < ptr || last->first + last->second.size > ptr + size) {
+      return CUDA_ERROR_INVALID_VALUE;
+    }
+    any = true;
+  }
+  if (!any) return CUDA_ERROR_INVALID_VALUE;
+  for (auto it = first; it != last;) {
+    unmap_one_locked(it->first, it->second);
+    it = maps.erase(it);
+  }
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuMemSetAccess(CUdeviceptr ptr, size_t size, const CUmemAccessDesc* desc,
+                                size_t count) {
+  if (CUresult r = check_init()) return r;
+  if (!desc || count == 0 || size == 0) return CUDA_ERROR_INVALID_VALUE;
+  int prot = PROT_NONE;
+  for (std::size_t i = 0; i < count; ++i) {
+    if (desc[i].location.type != CU_MEM_LOCATION_TYPE_DEVICE) return CUDA_ERROR_INVALID_VALUE;
+    if (!device_at(desc[i].location.id)) return CUDA_ERROR_INVALID_DEVICE;
+    switch (desc[i].flags) {
+      case CU_MEM_ACCESS_FLAGS_PROT_NONE: break;
+      case CU_MEM_ACCESS_FLAGS_PROT_READ: prot |= PROT_READ; break;
+      case CU_MEM_ACCESS_FLAGS_PROT_READWRITE: prot |= PROT_READ | PROT_WRITE; break;
+      default: return CUDA_ERROR_INVALID_VALUE;
+    }
+  }
+  std::lock_guard<std::mutex> lk(V().mu);
+  auto r = find_res_locked(ptr, size);
+  if (r == V().res.end()) return CUDA_ERROR_INVALID_VALUE;
+  auto& maps = r->second.maps;
+  // The whole range must be mapped.
+  auto it = maps.upper_bound(ptr);
+  if (it == maps.begin()) return CUDA_ERROR_INVALID_VALUE;
+  --it;
+  std::vector<Mapping*> touched;
+  for (std::uintptr_t cur = ptr; cur < ptr + size; ++it) {
+    if (it == maps.end() || it->first > cur || it->first + it->second.size <= cur) {
+      return CUDA_ERROR_INVALID_VALUE;
+    }
+    touched.push_back(&it->second);
+    cur = it->first + it->second.size;
+  }
+  if (mprotect(reinterpret_cast<void*>(ptr), size, prot) != 0) return CUDA_ERROR_INVALID_VALUE;
+  for (Mapping* m : touched) m->prot = prot;
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuMemGetAccess(unsigned long long* flags, const CUmemLocation* location,
+                                CUdeviceptr ptr) {
+  if (!flags || !location) return CUDA_ERROR_INVALID_VALUE;
+  if (CUresult r = check_init()) return r;
+  std::lock_guard<std::mutex> lk(V().mu);
+  auto r = find_res_locked(ptr, 1);
+  if (r == V().res.end()) return CUDA_ERROR_INVALID_VALUE;
+  auto it = r->second.maps.upper_bound(ptr);
+  if (it == r->second.maps.begin()) return CUDA_ERROR_INVALID_VALUE;
+  --it;
+  if (ptr >= it->first + it->second.size) return CUDA_ERROR_INVALID_VALUE;
+  int p = it->second.prot;
+  *flags = (p & PROT_WRITE)  ? CU_MEM_ACCESS_FLAGS_PROT_READWRITE
+           : (p & PROT_READ) ? CU_MEM_ACCESS_FLAGS_PROT_READ
+                             : CU_MEM_ACCESS_FLAGS_PROT_NONE;
+  return CUDA_SUCCESS;
+}
