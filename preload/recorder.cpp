@@ -6,6 +6,7 @@
 #include <cstring>
 #include <ctime>
 
+#include "cumemtrace/output_template.h"
 #include "diagnostics.h"
 #include "output_path.h"
 #include "process_facts.h"
@@ -55,12 +56,13 @@ bool Recorder::ensure_trace_open() {
 }
 
 void Recorder::write_header() {
-  TemplateValues values;
+  format::TemplateValues values;
   values.pid = static_cast<long>(::getpid());
   values.host = host_name();
-  values.rank = rank_from_environment();
+  values.rank = format::rank_from_environment();
   values.start_unix_ns = start_unix_ns_;
-  std::string path = expand_output_template(config_.output_template, values);
+  // Always a value: the start time is known here.
+  std::string path = format::expand_output_template(config_.output_template, values).value_or("");
   const int fd = create_trace_file(path);
   if (fd < 0) {
     warn("cannot create the trace file %s: %s; this process is not traced", path.c_str(),

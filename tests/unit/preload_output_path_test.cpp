@@ -7,9 +7,11 @@
 #include <filesystem>
 #include <string>
 
+#include "cumemtrace/output_template.h"
 #include "output_path.h"
 
 using namespace cumemtrace::preload;
+using namespace cumemtrace::format;
 
 namespace {
 
@@ -27,6 +29,13 @@ TEST(OutputTemplate, ExpandsEveryPlaceholder) {
   EXPECT_EQ(expand_output_template("/r/rank%r-%p.jsonl.zst", values()), "/r/rank3-4242.jsonl.zst");
   EXPECT_EQ(expand_output_template("t%t", values()), "t20251121T154640Z");
   EXPECT_EQ(expand_output_template("100%%-%x-%", values()), "100%-%x-%");
+}
+
+TEST(OutputTemplate, StartTimeUnknownOutsideTheTracedProcess) {
+  TemplateValues v = values();
+  v.start_unix_ns.reset();
+  EXPECT_EQ(expand_output_template("t%t.%p", v), std::nullopt);
+  EXPECT_EQ(expand_output_template("t%%t.%p", v), "t%t.4242");
 }
 
 TEST(OutputTemplate, HostAndRankCannotEscapeTheDirectory) {
