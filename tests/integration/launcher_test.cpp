@@ -173,3 +173,17 @@ TEST(Fork, ChildNeverWritesIntoTheParentsTrace) {
 }
 
 }  // namespace
+
+namespace {
+
+TEST(Launcher, IgnoredSignalsStayIgnoredInTheProgram) {
+  // As under nohup: SIGHUP ignored when cumemtrace starts must still be
+  // ignored by the program, though cumemtrace itself forwards SIGHUP.
+  const std::string cli = CUMEMTRACE_CLI;
+  const auto r = run_command(
+      {"/bin/sh", "-c", "trap '' HUP; exec " + cli + " run -- /bin/sh -c 'kill -HUP $$; echo survived'"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, "survived\n");
+}
+
+}  // namespace

@@ -1,0 +1,61 @@
+// cumemtrace: the command line. Exit codes are in exit_codes.h.
+#include <spdlog/sinks/stdout_sinks.h>
+#include <spdlog/spdlog.h>
+
+#include <CLI/CLI.hpp>
+#include <exception>
+#include <new>
+
+#include "commands.h"
+#include "exit_codes.h"
+
+namespace {
+
+// Diagnostics go to stderr as "cumemtrace: message", one line each.
+void set_up_logging() {
+  auto logger = spdlog::stderr_logger_st("cumemtrace");
+  logger->set_pattern("cumemtrace: %v");
+  spdlog::set_default_logger(logger);
+  spdlog::set_level(spdlog::level::info);
+}
+
+int main_checked(int argc, char** argv) {
+  using namespace cumemtrace::cli;
+  CLI::App app{"cumemtrace: a CUDA device-memory profiler. Run a program under it, then read the trace.",
+               "cumemtrace"};
+  app.require_subcommand(1);
+  app.fallthrough();  // global flags are accepted after the subcommand too
+  app.set_version_flag("--version", CUMEMTRACE_VERSION);
+  bool verbose = false;
+  app.add_flag("-v,--verbose", verbose, "Print diagnostics (timings, reader statistics) on stderr");
+
+  RunArgs run_args;
+  CLI::App* run = add_run_command(app, run_args);
+  ReportArgs report_args;
+  CLI::App* report = add_report_command(app, report_args);
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    // --help and --version exit 0; every usage error exits 2, whatever CLI11's own code.
+    return app.exit(e) == 0 ? kExitOk : kExitUsage;
+  }
+  if (verbose) spdlog::set_level(spdlog::level::debug);
+  if (run->parsed()) return run_command(run_args);
+  if (report->parsed()) return report_command(report_args);
+  return kExitUsage;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    set_up_logging();
+    return main_checked(argc, argv);
+  } catch (const std::bad_alloc&) {
+    spdlog::error("out of memory");
+  } catch (const std::exception& e) {
+    spdlog::error("{}", e.what());
+  }
+  return cumemtrace::cli::kExitUsage;
+}

@@ -1,0 +1,123 @@
+// Streaming reader of cumemtrace traces (.jsonl, or zstd-compressed; the
+// compression is recognised by its magic number, whatever the file's name).
+//
+//   TraceReader reader("trace.jsonl");          // throws TraceError
+//   while (const TraceEvent* e = reader.next()) { ... }
+//   reader.stats().truncated, reader.stats().bad_lines, ...
+//
+// Memory is bounded by the longest line (at most ReaderOptions::max_line_bytes
+// plus the read buffer), never by the length of the file.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "cumemtrace/analyzer/trace_event.h"
+#include "cumemtrace/trace_format.h"
+
+namespace cumemtrace::analyzer {
+
+// A trace that cannot be read at all: missing or unreadable file, not a
+// cumemtrace trace, a newer format version, corrupt compression. what() is
+// one line that starts with the trace's path.
+class TraceError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// The highest trace format version this reader understands.
+inline constexpr int kSupportedTraceVersion = 1;
+
+struct ReaderOptions {
+  // Longer lines are skipped as bad lines, so memory stays bounded on garbage.
+  std::size_t max_line_bytes = std::size_t{16} << 20;
+  // How many bad lines are kept, with their line numbers, for the report.
+  std::size_t max_recorded_bad_lines = 5;
+};
+
+struct BadLine {
+  std::uint64_t line = 0;
+  std::string reason;  // e.g. "invalid JSON", "missing field 'size'"
+};
+
+inline constexpr std::size_t kEventKindCount = static_cast<std::size_t>(format::Event::unknown) + 1;
+
+struct ReaderStats {
+  std::uint64_t lines = 0;         // complete lines read, the header included
+  std::uint64_t bytes = 0;         // decompressed bytes read
+  std::array<std::uint64_t, kEventKindCount> events_by_kind{};  // index: format::Event
+  std::uint64_t unknown_events = 0;  // lines with an `ev` this reader does not know
+  std::uint64_t unknown_fields = 0;  // fields an event does not define, skipped
+  std::uint64_t bad_lines = 0;
+  std::vector<BadLine> first_bad_lines;  // the first max_recorded_bad_lines
+  bool has_end = false;
+  bool partial_last_line = false;  // the file ends inside a line
+  bool truncated = false;          // no `end` line, or a partial last line
+  std::uint64_t last_complete_line = 0;  // where a truncated trace was cut
+  std::optional<EndInfo> end;
+
+  std::uint64_t events(format::Event e) const { return events_by_kind[static_cast<std::size_t>(e)]; }
+};
+
+namespace detail {
+class ByteSource;
+class LineParser;
+}  // namespace detail
+
+class TraceReader {
+ public:
+  // Opens `path` ("-" is standard input) and reads the header line. Throws
+  // TraceError if the file cannot be read or is not a supported trace.
+  explicit TraceReader(std::string path, ReaderOptions options = {});
+  ~TraceReader();
+  TraceReader(const TraceReader&) = delete;
+  TraceReader& operator=(const TraceReader&) = delete;
+
+  // The next event (the header first), or nullptr at the end of the trace.
+  // Bad lines and unknown events are skipped here and counted in stats().
+  // The event and its string views are valid until the next call. Throws
+  // TraceError on a read error or corrupt compressed data.
+  const TraceEvent* next();
+
+  const TraceHeader& header() const { return header_; }
+  const ReaderStats& stats() const { return stats_; }
+  const std::string& path() const { return path_; }
+
+ private:
+  enum class LineStatus { complete, too_long, partial, none };
+  LineStatus read_line(std::string_view& line);
+  bool fill_buffer();
+  void grow_or_discard();
+  void read_header();
+  void record_bad_line(std::uint64_t line, std::string reason);
+  void finish();
+
+  std::string path_;
+  ReaderOptions options_;
+  std::unique_ptr<detail::ByteSource> source_;
+  std::unique_ptr<detail::LineParser> parser_;
+
+  // Read buffer: data in [begin_, end_), scanned for '\n' up to scan_; a
+  // zeroed tail of simdjson padding always follows capacity_.
+  std::unique_ptr<char[]> buffer_;
+  std::size_t capacity_ = 0;
+  std::size_t begin_ = 0;
+  std::size_t end_ = 0;
+  std::size_t scan_ = 0;
+  bool eof_ = false;
+  bool discarding_long_line_ = false;
+  bool header_pending_ = true;  // the header event has not been yielded yet
+  bool finished_ = false;
+
+  TraceHeader header_;
+  ReaderStats stats_;
+  TraceEvent event_;
+};
+
+}  // namespace cumemtrace::analyzer

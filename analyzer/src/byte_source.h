@@ -1,0 +1,25 @@
+// Where a trace's bytes come from: a plain file or a zstd stream on top of it.
+#pragma once
+
+#include <cstddef>
+#include <memory>
+#include <string>
+
+namespace cumemtrace::analyzer::detail {
+
+class ByteSource {
+ public:
+  virtual ~ByteSource() = default;
+  // Up to `capacity` bytes into `out`; 0 only at the end of the data. Throws
+  // TraceError on a read error or corrupt compressed data.
+  virtual std::size_t read(char* out, std::size_t capacity) = 0;
+  // True when the data stopped in the middle of a compressed frame (the
+  // writer was killed): what came before is still usable.
+  virtual bool ended_inside_frame() const { return false; }
+};
+
+// Opens `path` ("-": standard input) and, if it starts with the zstd magic
+// number, wraps it in a streaming decompressor. Throws TraceError.
+std::unique_ptr<ByteSource> open_byte_source(const std::string& path);
+
+}  // namespace cumemtrace::analyzer::detail

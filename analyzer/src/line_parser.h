@@ -1,0 +1,71 @@
+// Decodes one trace line into a TraceEvent with simdjson's DOM parser (one
+// parser reused for every line, so no allocation per line once warm) and
+// checks it against the schema of TRACE_FORMAT.md.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "cumemtrace/analyzer/trace_event.h"
+
+namespace cumemtrace::analyzer::detail {
+
+// Every field name the format defines, one bit each in a FieldMask.
+enum class Field : std::uint8_t {
+  ev, format, version, pid, ppid, host, exe, argv, start_unix_ns, pool, config,
+  t, tid, dev, name, total, id, frames, api, kind, ptr, size, block, stream, stack,
+  allocated, reserved, cached_free, largest_free, device_free, device_total, cause,
+  free_blocks, inactive_split, what, reason, live, live_bytes, dropped,
+  count_,
+};
+using FieldMask = std::uint64_t;
+static_assert(static_cast<int>(Field::count_) <= 64);
+
+std::string_view field_name(Field f);
+
+enum class LineProblem : std::uint8_t {
+  none,
+  empty_line,
+  invalid_json,
+  not_an_object,
+  missing_field,  // `field` says which
+  wrong_type,     // `field` says which (also: a value out of range, bad hex)
+  missing_event,  // no `ev`
+};
+
+struct ParseResult {
+  enum class Status : std::uint8_t { ok, bad, unknown_event } status = Status::ok;
+  LineProblem problem = LineProblem::none;
+  Field field = Field::count_;
+  std::uint32_t unknown_fields = 0;  // fields the event does not define
+
+  // One line of text for a bad line ("missing field 'size'").
+  std::string describe() const;
+};
+
+class LineParser {
+ public:
+  LineParser();
+  ~LineParser();
+  LineParser(const LineParser&) = delete;
+  LineParser& operator=(const LineParser&) = delete;
+
+  // `line` excludes the newline. Bytes up to line.data() + line.size() +
+  // kPadding must be readable (simdjson reads ahead). `out` is reset first.
+  ParseResult parse(std::string_view line, TraceEvent& out);
+
+  // The header of a newer format version may define other required fields,
+  // so the header is checked for `format` and `version` only.
+  static constexpr std::size_t kPadding = 64;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+// Strict "0x…" lowercase hex, 1 to 16 digits.
+bool parse_hex(std::string_view text, std::uint64_t& out);
+
+}  // namespace cumemtrace::analyzer::detail

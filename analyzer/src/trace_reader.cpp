@@ -1,0 +1,214 @@
+#include "cumemtrace/analyzer/trace_reader.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "byte_source.h"
+#include "line_parser.h"
+
+namespace cumemtrace::analyzer {
+
+namespace {
+// Big enough that refills are rare, small enough to stay in cache-friendly
+// territory; it grows only for a longer line.
+constexpr std::size_t kInitialBufferBytes = std::size_t{1} << 20;
+
+std::string quoted(std::string_view s) {
+  constexpr std::size_t kMaxShown = 40;
+  std::string out = "'";
+  for (char c : s.substr(0, kMaxShown)) out += (static_cast<unsigned char>(c) < 0x20) ? '?' : c;
+  if (s.size() > kMaxShown) out += "...";
+  return out + "'";
+}
+}  // namespace
+
+TraceReader::TraceReader(std::string path, ReaderOptions options)
+    : path_(std::move(path)), options_(options) {
+  options_.max_line_bytes = std::max<std::size_t>(options_.max_line_bytes, 64);
+  source_ = detail::open_byte_source(path_);
+  parser_ = std::make_unique<detail::LineParser>();
+  capacity_ = std::min(kInitialBufferBytes, options_.max_line_bytes + 1);
+  buffer_ = std::make_unique<char[]>(capacity_ + detail::LineParser::kPadding);  // zeroed
+  read_header();
+}
+
+TraceReader::~TraceReader() = default;
+
+bool TraceReader::fill_buffer() {
+  if (begin_ > 0) {  // keep only the unfinished line, at the front
+    std::memmove(buffer_.get(), buffer_.get() + begin_, end_ - begin_);
+    end_ -= begin_;
+    scan_ -= begin_;
+    begin_ = 0;
+  }
+  if (end_ == capacity_) grow_or_discard();
+  std::size_t n = source_->read(buffer_.get() + end_, capacity_ - end_);
+  if (n == 0) {
+    eof_ = true;
+    return false;
+  }
+  end_ += n;
+  stats_.bytes += n;
+  return true;
+}
+
+void TraceReader::grow_or_discard() {
+  // The buffer holds one unfinished line and nothing else.
+  const std::size_t needed = options_.max_line_bytes + 1;  // the line and its newline
+  if (capacity_ < needed) {
+    std::size_t new_capacity = std::min(capacity_ * 2, needed);
+    auto bigger = std::make_unique<char[]>(new_capacity + detail::LineParser::kPadding);
+    std::memcpy(bigger.get(), buffer_.get(), end_);
+    buffer_ = std::move(bigger);
+    capacity_ = new_capacity;
+    return;
+  }
+  if (stats_.lines == 0) {
+    throw TraceError(path_ + ": not a cumemtrace trace (first line is not a header)");
+  }
+  // Too long to be a trace line: drop it as it streams past.
+  discarding_long_line_ = true;
+  begin_ = scan_ = end_ = 0;
+}
+
+TraceReader::LineStatus TraceReader::read_line(std::string_view& line) {
+  for (;;) {
+    if (scan_ < end_) {
+      const void* newline = std::memchr(buffer_.get() + scan_, '\n', end_ - scan_);
+      if (newline != nullptr) {
+        const std::size_t pos = static_cast<std::size_t>(static_cast<const char*>(newline) - buffer_.get());
+        line = std::string_view(buffer_.get() + begin_, pos - begin_);
+        begin_ = scan_ = pos + 1;
+        if (discarding_long_line_) {
+          discarding_long_line_ = false;
+          return LineStatus::too_long;
+        }
+        return LineStatus::complete;
+      }
+      scan_ = end_;
+    }
+    if (discarding_long_line_) begin_ = scan_ = end_ = 0;
+    if (eof_ || !fill_buffer()) {
+      if (begin_ == end_ && !discarding_long_line_) return LineStatus::none;
+      line = std::string_view(buffer_.get() + begin_, end_ - begin_);
+      begin_ = scan_ = end_;
+      return LineStatus::partial;
+    }
+  }
+}
+
+void TraceReader::read_header() {
+  std::string_view line;
+  const LineStatus status = read_line(line);
+  if (status == LineStatus::none) {
+    if (source_->ended_inside_frame()) {
+      throw TraceError(path_ + ": compressed trace cut short before its first line");
+    }
+    throw TraceError(path_ + ": empty file, not a cumemtrace trace");
+  }
+  if (status == LineStatus::complete) ++stats_.lines;
+  // A header cut short is still parsed: it is the whole trace if it is valid.
+  const detail::ParseResult result = parser_->parse(line, event_);
+  const bool is_header = result.status != detail::ParseResult::Status::unknown_event &&
+                         event_.ev == format::Event::header;
+  if (!is_header) throw TraceError(path_ + ": not a cumemtrace trace (first line is not a header)");
+  if (event_.format_name != format::kFormatName) {
+    throw TraceError(path_ + ": not a cumemtrace trace (header format is " +
+                     quoted(event_.format_name) + ")");
+  }
+  if (result.status == detail::ParseResult::Status::bad && result.field == detail::Field::version) {
+    throw TraceError(path_ + ": unreadable trace format version in the header");
+  }
+  if (event_.version > kSupportedTraceVersion) {
+    throw TraceError(path_ + ": trace format version " + std::to_string(event_.version) +
+                     " is newer than this analyzer supports (" +
+                     std::to_string(kSupportedTraceVersion) + ")");
+  }
+  if (event_.version < 1) {
+    throw TraceError(path_ + ": unsupported trace format version " + std::to_string(event_.version));
+  }
+  if (result.status == detail::ParseResult::Status::bad) {
+    throw TraceError(path_ + ": bad header line: " + result.describe());
+  }
+  stats_.unknown_fields += result.unknown_fields;
+  header_.format = event_.format_name;
+  header_.version = static_cast<int>(event_.version);
+  header_.pid = event_.pid;
+  header_.ppid = event_.ppid;
+  header_.host = event_.host;
+  header_.exe = event_.exe;
+  header_.argv.assign(event_.argv.begin(), event_.argv.end());
+  header_.start_unix_ns = event_.start_unix_ns;
+  header_.pool = event_.pool;
+  header_.config_json = event_.config_json;
+  event_.line = 1;
+  event_.header = &header_;
+  ++stats_.events_by_kind[static_cast<std::size_t>(format::Event::header)];
+  if (status == LineStatus::partial) {
+    stats_.partial_last_line = true;
+    finish();
+  }
+}
+
+void TraceReader::record_bad_line(std::uint64_t line, std::string reason) {
+  ++stats_.bad_lines;
+  if (stats_.first_bad_lines.size() < options_.max_recorded_bad_lines) {
+    stats_.first_bad_lines.push_back(BadLine{line, std::move(reason)});
+  }
+}
+
+void TraceReader::finish() {
+  finished_ = true;
+  stats_.last_complete_line = stats_.lines;
+  stats_.truncated = !stats_.has_end || stats_.partial_last_line || source_->ended_inside_frame();
+}
+
+const TraceEvent* TraceReader::next() {
+  if (header_pending_) {  // decoded by the constructor, still in event_
+    header_pending_ = false;
+    return &event_;
+  }
+  if (finished_) return nullptr;
+  for (;;) {
+    std::string_view line;
+    const LineStatus status = read_line(line);
+    if (status == LineStatus::none || status == LineStatus::partial) {
+      // Everything before the cut is used; the partial line is not.
+      stats_.partial_last_line = status == LineStatus::partial;
+      finish();
+      return nullptr;
+    }
+    const std::uint64_t line_number = ++stats_.lines;
+    if (status == LineStatus::too_long) {
+      record_bad_line(line_number, "line longer than " + std::to_string(options_.max_line_bytes) + " bytes");
+      continue;
+    }
+    const detail::ParseResult result = parser_->parse(line, event_);
+    event_.line = line_number;
+    switch (result.status) {
+      case detail::ParseResult::Status::bad:
+        if (stats_.first_bad_lines.size() < options_.max_recorded_bad_lines) {
+          record_bad_line(line_number, result.describe());
+        } else {
+          ++stats_.bad_lines;
+        }
+        continue;
+      case detail::ParseResult::Status::unknown_event:
+        ++stats_.unknown_events;
+        ++stats_.events_by_kind[static_cast<std::size_t>(format::Event::unknown)];
+        continue;
+      case detail::ParseResult::Status::ok:
+        break;
+    }
+    stats_.unknown_fields += result.unknown_fields;
+    ++stats_.events_by_kind[static_cast<std::size_t>(event_.ev)];
+    if (event_.ev == format::Event::end) {
+      stats_.has_end = true;
+      stats_.end = EndInfo{event_.t, event_.end_reason, std::string(event_.reason),
+                           event_.live, event_.live_bytes, event_.dropped};
+    }
+    return &event_;
+  }
+}
+
+}  // namespace cumemtrace::analyzer

@@ -1,0 +1,213 @@
+// The line decoder: what it accepts, what it rejects and why, and strict hex.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "line_parser.h"
+
+namespace cumemtrace::analyzer::detail {
+namespace {
+
+// A parser with the padded buffer the reader gives it (the decoder reads
+// ahead of the line). The event's string views point into `buffer` or into
+// the parser, so both live as long as the Decoder.
+struct Decoder {
+  LineParser parser;
+  std::string buffer;
+  TraceEvent event;
+
+  ParseResult parse(const std::string& line) {
+    buffer = line + '\n' + std::string(LineParser::kPadding, '\0');
+    return parser.parse(std::string_view(buffer.data(), line.size()), event);
+  }
+};
+
+const std::vector<std::string> kLines = {
+    R"({"ev":"alloc","t":53001,"tid":4242,"api":"cudaMalloc","kind":"device","dev":0,"ptr":"0x7f3a00200000","size":1000000,"block":1000448,"stream":"0x0","stack":3})",
+    R"({"ev":"free","t":99000,"tid":4242,"api":"cudaFree","kind":"device","dev":0,"ptr":"0x7f3a00200000","size":1000000,"stack":4})",
+    R"({"ev":"segment_alloc","t":52900,"dev":1,"ptr":"0x7f3a00000000","size":2097152,"api":"cuMemAlloc_v2"})",
+    R"({"ev":"segment_free","t":88000000,"dev":0,"ptr":"0x7f3a00000000","size":2097152})",
+    R"({"ev":"oom","t":120000,"tid":4242,"api":"cudaMalloc","dev":0,"size":2770000000,"block":2772434944,"allocated":8790000000,"reserved":14120000000,"cached_free":5330000000,"largest_free":1800000000,"device_free":1790000000,"device_total":16940000000,"cause":"fragmentation","stack":9})",
+    R"({"ev":"mark","t":777,"tid":4242,"name":"epoch 3","kind":"push"})",
+    R"({"ev":"error","t":900,"tid":4242,"api":"cudaFree","ptr":"0xdead","what":"unknown_pointer","stack":5})",
+    R"({"ev":"end","t":99999999,"reason":"exit","live":3,"live_bytes":4096,"dropped":0})",
+    R"({"ev":"header","format":"cumemtrace","version":1,"pid":-1,"ppid":0})",
+    R"({"ev":"alloc","t":1,"tid":1,"api":"a","kind":"vmm","dev":2147483647,"ptr":"0xffffffffffffffff","size":18446744073709551615,"stack":0})",
+    // Numbers that are not plain non-negative integers.
+    R"({"ev":"alloc","t":1.5,"tid":1,"api":"a","kind":"device","dev":0,"ptr":"0x1","size":1,"stack":0})",
+    R"({"ev":"alloc","t":1e3,"tid":1,"api":"a","kind":"device","dev":0,"ptr":"0x1","size":1,"stack":0})",
+    R"({"ev":"alloc","t":01,"tid":1,"api":"a","kind":"device","dev":0,"ptr":"0x1","size":1,"stack":0})",
+    R"({"ev":"alloc","t":-0,"tid":1,"api":"a","kind":"device","dev":0,"ptr":"0x1","size":1,"stack":0})",
+    R"({"ev":"alloc","t":-5,"tid":1,"api":"a","kind":"device","dev":0,"ptr":"0x1","size":1,"stack":0})",
+    R"({"ev":"alloc","t":1,"tid":1,"api":"a","kind":"device","dev":0,"ptr":"0x1","size":18446744073709551616,"stack":0})",
+    R"({"ev":"alloc","t":1,"tid":1,"api":"a","kind":"device","dev":2147483648,"ptr":"0x1","size":1,"stack":0})",
+    R"({"ev":"alloc","t":1,"tid":1,"api":"a","kind":"device","dev":-1,"ptr":"0x1","size":1,"stack":0})",
+    // Strings with escapes or non-ASCII, keys with escapes.
+    R"({"ev":"alloc","t":1,"tid":1,"api":"cuda\u004dalloc","kind":"device","dev":0,"ptr":"0x1","size":1,"stack":0})",
+    R"({"ev":"mark","t":1,"tid":1,"name":"époque \"3\"","kind":"instant"})",
+    R"({"\u0065v":"mark","t":1,"tid":1,"name":"x","kind":"instant"})",
+    "{\"ev\":\"mark\",\"t\":1,\"tid\":1,\"name\":\"\xff\xfe\",\"kind\":\"instant\"}",  // invalid UTF-8
+    // Nulls: absent when optional, wrong when required.
+    R"({"ev":"alloc","t":1,"tid":1,"api":"a","kind":"device","dev":0,"ptr":"0x1","size":1,"block":null,"stack":0})",
+    R"({"ev":"alloc","t":1,"tid":1,"api":"a","kind":"device","dev":0,"ptr":"0x1","size":null,"stack":0})",
+    R"({"ev":null})",
+    // Structure.
+    R"({"ev":"alloc","t":1,})",
+    R"({"ev":"alloc" "t":1})",
+    R"({"ev":"alloc","t":1)",
+    R"({"ev":"alloc","t":1}x)",
+    R"({"ev":"alloc","t":1}})",
+    R"({})",
+    R"({"t":1})",
+    R"({"ev":7})",
+    R"({"ev":"mystery","whatever":[1,2,{"x":null}]})",
+    R"({"ev":"alloc","t":1,"tid":1,"api":"a","kind":"device","dev":0,"ptr":"0x1","size":1,"stack":0,"extra":true,"more":[]})",
+    R"({"ev":"alloc","ev":"free","t":1,"tid":1,"api":"a","kind":"device","dev":0,"ptr":"0x1","size":1,"stack":0})",
+    R"({"ev":"alloc","t":1,"tid":1,"api":"a","kind":"device","dev":0,"ptr":"0x1","size":2,"size":3,"stack":0})",
+    R"({"ev":"alloc","t":1,"tid":1,"api":"a","kind":"device","dev":0,"ptr":"1","size":1,"stack":0})",
+    R"({"ev":"alloc","t":1,"tid":1,"api":"a","kind":"device","dev":0,"ptr":"0x","size":1,"stack":0})",
+    R"({"ev":"alloc","t":1,"tid":1,"api":"a","kind":"device","dev":0,"ptr":"0x1ffffffffffffffff","size":1,"stack":0})",
+    R"({"ev":"alloc","t":1,"tid":1,"api":"a","kind":"device","dev":0,"ptr":"0xABC","size":1,"stack":0})",
+    R"({"ev":"alloc","t":1,"tid":1,"api":"a","kind":"device","dev":0,"ptr":17,"size":1,"stack":0})",
+    R"({"ev":"alloc","t":1,"tid":1,"api":"a","kind":"teleported","dev":0,"ptr":"0x1","size":1,"stack":0})",
+    "[]",
+    "\"alloc\"",
+    "42",
+    "null",
+    " ",
+    "{",
+    "}",
+    "\xef\xbb\xbf{}",
+};
+
+// What the parser makes of each line of kLines, in order: "ok", "unknown
+// event" (skipped, not an error: the format may grow), or the bad line's reason.
+const std::vector<std::string> kVerdicts = {
+    "ok",  // 0
+    "ok",  // 1
+    "ok",  // 2
+    "ok",  // 3
+    "ok",  // 4
+    "ok",  // 5
+    "ok",  // 6
+    "ok",  // 7
+    "ok",  // 8
+    "ok",  // 9
+    "field 't' has the wrong type or value",  // 10
+    "field 't' has the wrong type or value",  // 11
+    "invalid JSON",  // 12
+    "ok",  // 13
+    "field 't' has the wrong type or value",  // 14
+    "invalid JSON",  // 15
+    "field 'dev' has the wrong type or value",  // 16
+    "field 'dev' has the wrong type or value",  // 17
+    "ok",  // 18
+    "ok",  // 19
+    "ok",  // 20
+    "invalid JSON",  // 21
+    "ok",  // 22
+    "field 'size' has the wrong type or value",  // 23
+    "field 'ev' has the wrong type or value",  // 24
+    "invalid JSON",  // 25
+    "invalid JSON",  // 26
+    "invalid JSON",  // 27
+    "invalid JSON",  // 28
+    "invalid JSON",  // 29
+    "missing field 'ev'",  // 30
+    "missing field 'ev'",  // 31
+    "field 'ev' has the wrong type or value",  // 32
+    "unknown event",  // 33
+    "ok",  // 34
+    "ok",  // 35
+    "ok",  // 36
+    "field 'ptr' has the wrong type or value",  // 37
+    "field 'ptr' has the wrong type or value",  // 38
+    "field 'ptr' has the wrong type or value",  // 39
+    "field 'ptr' has the wrong type or value",  // 40
+    "field 'ptr' has the wrong type or value",  // 41
+    "ok",  // 42
+    "not a JSON object",  // 43
+    "not a JSON object",  // 44
+    "not a JSON object",  // 45
+    "not a JSON object",  // 46
+    "invalid JSON",  // 47
+    "invalid JSON",  // 48
+    "invalid JSON",  // 49
+    "invalid JSON",  // 50
+};
+
+std::string verdict(const ParseResult& r) {
+  switch (r.status) {
+    case ParseResult::Status::ok: return "ok";
+    case ParseResult::Status::unknown_event: return "unknown event";
+    case ParseResult::Status::bad: break;
+  }
+  return r.describe();
+}
+
+TEST(LineParser, AcceptsAndRejectsEachLineForTheRightReason) {
+  ASSERT_EQ(kLines.size(), kVerdicts.size());
+  Decoder d;
+  for (std::size_t i = 0; i < kLines.size(); ++i) {
+    EXPECT_EQ(verdict(d.parse(kLines[i])), kVerdicts[i]) << "line " << i << ": " << kLines[i];
+  }
+}
+
+TEST(LineParser, DuplicateKeysKeepTheLastValue) {
+  Decoder d;
+  ASSERT_EQ(d.parse(kLines[35]).status, ParseResult::Status::ok);
+  EXPECT_EQ(d.event.ev, format::Event::free);
+  ASSERT_EQ(d.parse(kLines[36]).status, ParseResult::Status::ok);
+  EXPECT_EQ(d.event.size, 3u);
+}
+
+TEST(LineParser, CountsFieldsTheEventDoesNotDefine) {
+  Decoder d;
+  EXPECT_EQ(d.parse(kLines[34]).unknown_fields, 2u);
+}
+
+TEST(LineParser, ChecksTypesRangesAndRequiredFields) {
+  Decoder d;
+  const TraceEvent& e = d.event;
+  auto describe = [&](const std::string& line) { return d.parse(line).describe(); };
+  EXPECT_EQ(describe(kLines[0]), "ok");
+  EXPECT_EQ(describe(kLines[10]), "field 't' has the wrong type or value");  // 1.5
+  EXPECT_EQ(describe(kLines[14]), "field 't' has the wrong type or value");  // -5
+  EXPECT_EQ(describe(kLines[16]), "field 'dev' has the wrong type or value");  // > INT_MAX
+  EXPECT_EQ(describe(kLines[23]), "field 'size' has the wrong type or value");  // null
+  EXPECT_EQ(describe(R"({"ev":"alloc","t":1})"), "missing field 'tid'");
+  EXPECT_EQ(describe(R"({"t":1})"), "missing field 'ev'");
+  EXPECT_EQ(describe(""), "empty line");
+  EXPECT_EQ(describe(R"({"ev":"alloc","t":1,})"), "invalid JSON");
+
+  ASSERT_EQ(d.parse(kLines[9]).status, ParseResult::Status::ok);
+  EXPECT_EQ(e.size, 18446744073709551615ull);
+  EXPECT_EQ(e.ptr, 0xffffffffffffffffull);
+  EXPECT_EQ(e.dev, 2147483647);
+  EXPECT_EQ(e.memory_kind, format::MemoryKind::vmm);
+
+  // An unknown memory kind is not an error: the format may grow.
+  ASSERT_EQ(d.parse(kLines[42]).status, ParseResult::Status::ok);
+  EXPECT_EQ(e.memory_kind, format::MemoryKind::unknown);
+
+  // Escapes are decoded by the general parser.
+  ASSERT_EQ(d.parse(kLines[18]).status, ParseResult::Status::ok);
+  EXPECT_EQ(e.api, "cudaMalloc");
+}
+
+TEST(LineParser, HexIsStrict) {
+  std::uint64_t v = 0;
+  EXPECT_TRUE(parse_hex("0x0", v));
+  EXPECT_EQ(v, 0u);
+  EXPECT_TRUE(parse_hex("0x7f3a00200000", v));
+  EXPECT_EQ(v, 0x7f3a00200000ull);
+  EXPECT_TRUE(parse_hex("0xffffffffffffffff", v));
+  EXPECT_EQ(v, ~0ull);
+  for (const char* bad : {"", "0x", "7f", "0X1", "0x1g", "0xABC", "0x 1", "0x-1", "0x10000000000000000", "x0"}) {
+    EXPECT_FALSE(parse_hex(bad, v)) << bad;
+  }
+}
+
+}  // namespace
+}  // namespace cumemtrace::analyzer::detail

@@ -1,0 +1,30 @@
+# Unit tests of the analyzer: the trace reader, the analysis, the reports and
+# the `cumemtrace` command line (run as a separate process).
+find_package(PkgConfig REQUIRED)
+pkg_check_modules(ANALYZER_TEST_ZSTD REQUIRED IMPORTED_TARGET libzstd)
+
+# Harmless libraries for `cumemtrace run` to preload, so its tests do not
+# depend on libcumemtrace.so (two, to check that LD_PRELOAD keeps entries).
+foreach(n 1 2)
+  add_library(analyzer_test_empty_preload${n} MODULE analyzer_empty_preload.cpp)
+  set_target_properties(analyzer_test_empty_preload${n} PROPERTIES
+    LIBRARY_OUTPUT_DIRECTORY ${CMAKE_CURRENT_BINARY_DIR})
+endforeach()
+
+add_executable(analyzer_unit_tests
+  analyzer_address_map_test.cpp
+  analyzer_analysis_test.cpp
+  analyzer_cli_test.cpp
+  analyzer_line_parser_test.cpp
+  analyzer_reader_test.cpp
+  analyzer_report_test.cpp
+  analyzer_test_support.cpp)
+target_link_libraries(analyzer_unit_tests PRIVATE
+  cumemtrace_analysis cumemtrace_analysis_internal cumemtrace_warnings
+  PkgConfig::ANALYZER_TEST_ZSTD nlohmann_json::nlohmann_json GTest::gtest_main)
+target_compile_definitions(analyzer_unit_tests PRIVATE
+  CUMEMTRACE_CLI="$<TARGET_FILE:cumemtrace>"
+  CUMEMTRACE_TEST_PRELOAD1="$<TARGET_FILE:analyzer_test_empty_preload1>"
+  CUMEMTRACE_TEST_PRELOAD2="$<TARGET_FILE:analyzer_test_empty_preload2>")
+add_dependencies(analyzer_unit_tests cumemtrace analyzer_test_empty_preload1 analyzer_test_empty_preload2)
+gtest_discover_tests(analyzer_unit_tests TEST_PREFIX "analyzer." DISCOVERY_TIMEOUT 60)
