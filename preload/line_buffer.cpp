@@ -27,7 +27,17 @@ std::size_t utf8_sequence_length(std::string_view s, std::size_t i) {
 
 }  // namespace
 
-LineBuffer& LineBuffer::str(std::string_view s) {
+char* LineBuffer::grow_on_heap(std::size_t n) {
+  if (!spilled_) {
+    heap_.assign(inline_, size_);
+    spilled_ = true;
+  }
+  const std::size_t at = heap_.size();
+  heap_.resize(at + n);
+  return heap_.data() + at;
+}
+
+LineBuffer& LineBuffer::str_escaped(std::string_view s) {
   static constexpr char kHex[] = "0123456789abcdef";
   ch('"');
   std::size_t i = 0;

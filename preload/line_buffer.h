@@ -4,6 +4,8 @@
 // (argv in the header, deep stacks) spill to the heap.
 #pragma once
 
+#include <cassert>
+#include <charconv>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -25,77 +27,94 @@ class LineBuffer {
   }
 
   LineBuffer& raw(std::string_view s) {
-    if (!spilled_ && size_ + s.size() <= kInline) {
-      std::memcpy(inline_ + size_, s.data(), s.size());
-      size_ += s.size();
-      return *this;
-    }
-    spill();
-    heap_.append(s);
+    std::memcpy(grow(s.size()), s.data(), s.size());
     return *this;
   }
 
-  LineBuffer& ch(char c) { return raw(std::string_view(&c, 1)); }
+  LineBuffer& ch(char c) {
+    *grow(1) = c;
+    return *this;
+  }
 
   LineBuffer& u64(std::uint64_t v) {
-    char tmp[20];
-    std::size_t n = 0;
-    do {
-      tmp[n++] = static_cast<char>('0' + v % 10);
-      v /= 10;
-    } while (v != 0);
-    char out[20];
-    for (std::size_t i = 0; i < n; ++i) out[i] = tmp[n - 1 - i];
-    return raw(std::string_view(out, n));
+    char digits[20];
+    const auto end = std::to_chars(digits, digits + sizeof digits, v).ptr;  // 20 digits always fit
+    return raw(std::string_view(digits, static_cast<std::size_t>(end - digits)));
   }
 
   LineBuffer& i64(std::int64_t v) {
-    if (v < 0) {
-      ch('-');
-      return u64(static_cast<std::uint64_t>(0) - static_cast<std::uint64_t>(v));
-    }
-    return u64(static_cast<std::uint64_t>(v));
+    char digits[20];
+    const auto end = std::to_chars(digits, digits + sizeof digits, v).ptr;  // sign + 19 digits
+    return raw(std::string_view(digits, static_cast<std::size_t>(end - digits)));
   }
 
   // "0x…" in lowercase, as TRACE_FORMAT.md wants pointers and stream handles.
   LineBuffer& hex(std::uint64_t v) {
-    static constexpr char kDigits[] = "0123456789abcdef";
     char out[20] = {'"', '0', 'x'};
-    char tmp[16];
-    std::size_t n = 0;
-    do {
-      tmp[n++] = kDigits[v & 0xf];
-      v >>= 4;
-    } while (v != 0);
-    std::size_t len = 3;
-    for (std::size_t i = 0; i < n; ++i) out[len++] = tmp[n - 1 - i];
-    out[len++] = '"';
-    return raw(std::string_view(out, len));
+    char* end = std::to_chars(out + 3, out + sizeof out - 1, v, 16).ptr;  // lowercase digits
+    *end++ = '"';
+    return raw(std::string_view(out, static_cast<std::size_t>(end - out)));
   }
 
   // A JSON string. Invalid UTF-8 (argv may hold any bytes) becomes U+FFFD so
   // every line stays valid JSON for jq, DuckDB and our reader.
-  LineBuffer& str(std::string_view s);
+  LineBuffer& str(std::string_view s) {
+    if (needs_escaping(s)) return str_escaped(s);
+    char* p = grow(s.size() + 2);
+    p[0] = '"';
+    std::memcpy(p + 1, s.data(), s.size());
+    p[s.size() + 1] = '"';
+    return *this;
+  }
 
-  // ,"key":  — the separator and key of the next field.
+  // ,"key":  — the separator and key of the next field (keys are plain ASCII).
   LineBuffer& key(std::string_view k) {
-    ch(',');
-    ch('"');
-    raw(k);
-    return raw("\":");
+    char* p = grow(k.size() + 4);
+    p[0] = ',';
+    p[1] = '"';
+    std::memcpy(p + 2, k.data(), k.size());
+    p[k.size() + 2] = '"';
+    p[k.size() + 3] = ':';
+    return *this;
   }
 
   LineBuffer& field(std::string_view k, std::uint64_t v) { return key(k).u64(v); }
   LineBuffer& field_i(std::string_view k, std::int64_t v) { return key(k).i64(v); }
   LineBuffer& field_hex(std::string_view k, std::uint64_t v) { return key(k).hex(v); }
   LineBuffer& field_str(std::string_view k, std::string_view v) { return key(k).str(v); }
+  // A string the caller knows needs no escaping: a CUDA function name or a
+  // schema word (format::name). Checked in debug builds.
+  LineBuffer& field_plain(std::string_view k, std::string_view v) {
+    assert(!needs_escaping(v));
+    char* p = key(k).grow(v.size() + 2);
+    p[0] = '"';
+    std::memcpy(p + 1, v.data(), v.size());
+    p[v.size() + 1] = '"';
+    return *this;
+  }
 
  private:
-  void spill() {
-    if (spilled_) return;
-    heap_.assign(inline_, size_);
-    spilled_ = true;
+  // Room for `n` more bytes; returns where they go.
+  char* grow(std::size_t n) {
+    if (!spilled_ && size_ + n <= kInline) {
+      char* p = inline_ + size_;
+      size_ += n;
+      return p;
+    }
+    return grow_on_heap(n);
   }
+
+  char* grow_on_heap(std::size_t n);
+
+  static bool needs_escaping(std::string_view s) {
+    for (char c : s) {
+      const auto u = static_cast<unsigned char>(c);
+      if (u < 0x20 || u >= 0x80 || c == '"' || c == '\\') return true;
+    }
+    return false;
+  }
+
+  LineBuffer& str_escaped(std::string_view s);
 
   char inline_[kInline];
   std::size_t size_ = 0;

@@ -22,16 +22,18 @@ std::uint64_t unix_now_ns() {
 }
 
 long thread_id() {
-  // gettid is a system call; it is asked once per thread.
-  static thread_local long tid = static_cast<long>(::syscall(SYS_gettid));
+  // gettid is a system call: asked once per thread. Initial-exec TLS with a
+  // constant initialiser: no __tls_get_addr call and no guard on each event.
+  static thread_local long tid __attribute__((tls_model("initial-exec"))) = 0;
+  if (tid == 0) tid = static_cast<long>(::syscall(SYS_gettid));
   return tid;
 }
 
 void append_common(LineBuffer& body, const char* api, format::MemoryKind kind, int dev,
                    std::uintptr_t ptr, std::size_t size) {
   body.field_i("tid", thread_id())
-      .field_str("api", api)
-      .field_str("kind", format::name(kind))
+      .field_plain("api", api)
+      .field_plain("kind", format::name(kind))
       .field_i("dev", dev)
       .field_hex("ptr", ptr)
       .field("size", size);
@@ -115,14 +117,13 @@ void Recorder::on_alloc(const AllocationFacts& f) {
   // Passthrough: the driver's memory is the application's block, so reserved
   // memory changed too, just before the application received it.
   LineBuffer segment;
-  segment.field_i("dev", f.dev).field_hex("ptr", f.ptr).field("size", f.size).field_str("api", f.api);
-  writer_.emit(format::name(format::Event::segment_alloc), segment);
-
+  segment.field_i("dev", f.dev).field_hex("ptr", f.ptr).field("size", f.size).field_plain("api", f.api);
   LineBuffer body;
   append_common(body, f.api, f.kind, f.dev, f.ptr, f.size);
   if (f.stream) body.field_hex("stream", *f.stream);
   body.field("stack", 0);
-  writer_.emit(format::name(format::Event::alloc), body);
+  writer_.emit({{format::name(format::Event::segment_alloc), segment},
+                {format::name(format::Event::alloc), body}});
 }
 
 bool Recorder::on_free(const char* api, std::uintptr_t ptr, std::optional<std::uintptr_t> stream) {
@@ -135,11 +136,10 @@ bool Recorder::on_free(const char* api, std::uintptr_t ptr, std::optional<std::u
   append_common(body, api, a->kind, a->dev, ptr, a->size);
   if (stream) body.field_hex("stream", *stream);
   body.field("stack", 0);
-  writer_.emit(format::name(format::Event::free), body);
-
   LineBuffer segment;
   segment.field_i("dev", a->dev).field_hex("ptr", ptr).field("size", a->size);
-  writer_.emit(format::name(format::Event::segment_free), segment);
+  writer_.emit({{format::name(format::Event::free), body},
+                {format::name(format::Event::segment_free), segment}});
   return true;
 }
 

@@ -30,7 +30,7 @@ struct DeviceDescription {
 using DeviceQuery = bool (*)(int ordinal, DeviceDescription& out);
 
 struct AllocationFacts {
-  const char* api = "";   // the function the application called
+  const char* api = "";   // the function the application called (a plain ASCII literal)
   format::MemoryKind kind = format::MemoryKind::device;
   int dev = 0;
   std::uintptr_t ptr = 0;

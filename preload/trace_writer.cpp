@@ -26,11 +26,22 @@ std::uint64_t TraceWriter::monotonic_now_ns() {
          static_cast<std::uint64_t>(ts.tv_nsec);
 }
 
-TraceWriter::TraceWriter(std::uint64_t monotonic_start_ns, std::size_t buffer_bytes)
-    : start_ns_(monotonic_start_ns), flush_threshold_(buffer_bytes) {
-  active_.reserve(flush_threshold_ + kSlack);
-  spare_.reserve(flush_threshold_ + kSlack);
+TraceWriter::Chunk::Chunk(std::size_t capacity)
+    : data_(std::make_unique<char[]>(capacity)), capacity_(capacity) {}
+
+void TraceWriter::Chunk::grow(std::size_t more) {
+  const std::size_t capacity = std::max(capacity_ * 2, size_ + more);
+  auto data = std::make_unique<char[]>(capacity);
+  std::memcpy(data.get(), data_.get(), size_);
+  data_ = std::move(data);
+  capacity_ = capacity;
 }
+
+TraceWriter::TraceWriter(std::uint64_t monotonic_start_ns, std::size_t buffer_bytes)
+    : start_ns_(monotonic_start_ns),
+      flush_threshold_(buffer_bytes),
+      active_(buffer_bytes + kSlack),
+      spare_(buffer_bytes + kSlack) {}
 
 TraceWriter::~TraceWriter() {
   if (fd_ >= 0) ::close(fd_);
@@ -40,26 +51,20 @@ void TraceWriter::attach(int fd, std::string path, const LineBuffer& header) {
   std::scoped_lock lock(buffer_mutex_, io_mutex_);
   fd_ = fd;
   path_ = std::move(path);
-  const auto line = header.view();
-  active_.insert(active_.end(), line.begin(), line.end());
-  active_.push_back('\n');
+  active_.append(header.view());
+  active_.append("\n");
   state_.store(State::open, std::memory_order_release);
 }
 
-std::uint64_t TraceWriter::emit(std::string_view ev, const LineBuffer& body) {
-  LineBuffer prefix;
-  prefix.raw("{\"ev\":\"").raw(ev).raw("\",\"t\":");
-  const auto head = prefix.view();
-  const auto rest = body.view();
-
+std::uint64_t TraceWriter::emit(std::initializer_list<Line> lines) {
   // Checked before locking too: after fork or finish, no lock is touched.
   if (state_.load(std::memory_order_acquire) != State::open) {
-    dropped_.fetch_add(1, std::memory_order_relaxed);
+    dropped_.fetch_add(lines.size(), std::memory_order_relaxed);
     return 0;
   }
   std::unique_lock lock(buffer_mutex_);
   if (state_.load(std::memory_order_relaxed) != State::open) {
-    dropped_.fetch_add(1, std::memory_order_relaxed);
+    dropped_.fetch_add(lines.size(), std::memory_order_relaxed);
     return last_t_;
   }
   // The monotonic clock never goes back, but two threads may read it in one
@@ -68,13 +73,16 @@ std::uint64_t TraceWriter::emit(std::string_view ev, const LineBuffer& body) {
   const std::uint64_t t = std::max(last_t_, now > start_ns_ ? now - start_ns_ : 0);
   last_t_ = t;
   char digits[24];
-  const auto [digits_end, ec] = std::to_chars(digits, digits + sizeof digits, t);
-  (void)ec;  // 24 characters always hold a 64-bit integer
-  active_.insert(active_.end(), head.begin(), head.end());
-  active_.insert(active_.end(), digits, digits_end);
-  active_.insert(active_.end(), rest.begin(), rest.end());
-  active_.push_back('}');
-  active_.push_back('\n');
+  const std::string_view t_text(digits, static_cast<std::size_t>(
+                                            std::to_chars(digits, digits + sizeof digits, t).ptr - digits));
+  for (const Line& line : lines) {
+    active_.append("{\"ev\":\"");
+    active_.append(line.ev);
+    active_.append("\",\"t\":");
+    active_.append(t_text);
+    active_.append(line.body.view());
+    active_.append("}\n");
+  }
   if (active_.size() >= flush_threshold_) {
     // Take the I/O lock before letting go of the buffer lock: writes then
     // reach the file in the order their lines were committed.
@@ -106,7 +114,7 @@ void TraceWriter::abandon_after_fork() {
   fd_ = -1;
 }
 
-void TraceWriter::write_out(std::vector<char>& chunk) {
+void TraceWriter::write_out(Chunk& chunk) {
   const char* p = chunk.data();
   std::size_t left = chunk.size();
   while (left > 0 && fd_ >= 0) {

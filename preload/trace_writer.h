@@ -11,10 +11,12 @@
 
 #include <atomic>
 #include <cstdint>
+#include <cstring>
+#include <memory>
+#include <initializer_list>
 #include <mutex>
 #include <string>
 #include <string_view>
-#include <vector>
 
 #include "line_buffer.h"
 
@@ -34,9 +36,17 @@ class TraceWriter {
 
   bool is_open() const { return state_.load(std::memory_order_acquire) == State::open; }
 
-  // Appends {"ev":"<ev>","t":<now><body>}\n where `body` holds the fields
-  // that follow `t`, each starting with a comma. Returns the `t` it used.
-  std::uint64_t emit(std::string_view ev, const LineBuffer& body);
+  // One event line: {"ev":"<ev>","t":<now><body>} where `body` holds the
+  // fields that follow `t`, each starting with a comma.
+  struct Line {
+    std::string_view ev;
+    const LineBuffer& body;
+  };
+
+  // Appends the lines, in order, with one timestamp under one lock (an alloc
+  // and its segment twin cost one lock). Returns the `t` they carry.
+  std::uint64_t emit(std::initializer_list<Line> lines);
+  std::uint64_t emit(std::string_view ev, const LineBuffer& body) { return emit({Line{ev, body}}); }
 
   // Emits the `end` line, writes everything buffered and closes the file.
   // Later emits are dropped.
@@ -54,7 +64,28 @@ class TraceWriter {
  private:
   enum class State : int { closed_before_open, open, finished };
 
-  void write_out(std::vector<char>& chunk);  // caller holds io_mutex_
+  // A byte buffer that appends with one memcpy; it grows only for a line
+  // longer than the slack it keeps beyond the flush threshold.
+  class Chunk {
+   public:
+    explicit Chunk(std::size_t capacity);
+    void append(std::string_view s) {
+      if (size_ + s.size() > capacity_) grow(s.size());
+      std::memcpy(data_.get() + size_, s.data(), s.size());
+      size_ += s.size();
+    }
+    const char* data() const { return data_.get(); }
+    std::size_t size() const { return size_; }
+    void clear() { size_ = 0; }
+
+   private:
+    void grow(std::size_t more);
+    std::unique_ptr<char[]> data_;
+    std::size_t size_ = 0;
+    std::size_t capacity_ = 0;
+  };
+
+  void write_out(Chunk& chunk);  // caller holds io_mutex_
 
   const std::uint64_t start_ns_;
   const std::size_t flush_threshold_;
@@ -62,11 +93,11 @@ class TraceWriter {
   std::atomic<std::uint64_t> dropped_{0};
 
   std::mutex buffer_mutex_;  // guards active_ and the order of lines
-  std::vector<char> active_;
+  Chunk active_;
   std::uint64_t last_t_ = 0;
 
   std::mutex io_mutex_;      // guards fd_, spare_ and the order of writes
-  std::vector<char> spare_;
+  Chunk spare_;
   int fd_ = -1;
   std::string path_;
   bool warned_write_error_ = false;
