@@ -68,7 +68,11 @@ CommandResult run_command(const std::vector<std::string>& argv, const std::vecto
 std::vector<std::string> sim_environment(const std::vector<std::string>& more) {
   std::vector<std::string> env = {std::string("LD_LIBRARY_PATH=") + SIMCUDA_LIBRARY_DIR,
                                   "SIMCUDA_DEVICE_MEMORY=16GiB", "SIMCUDA_DEVICE_COUNT=1"};
-  env.insert(env.end(), more.begin(), more.end());
+  const auto name_of = [](const std::string& entry) { return entry.substr(0, entry.find('=')); };
+  for (const auto& entry : more) {
+    std::erase_if(env, [&](const std::string& e) { return name_of(e) == name_of(entry); });
+    env.push_back(entry);
+  }
   return env;
 }
 

@@ -20,7 +20,8 @@ CommandResult run_command(const std::vector<std::string>& argv,
                           const std::vector<std::string>& extra_env = {},
                           const std::string& cwd = {});
 
-// The environment that puts a program on the simulated device.
+// The environment that puts a program on the simulated device (a 16 GiB
+// device unless `more` says otherwise: its entries replace the defaults).
 std::vector<std::string> sim_environment(const std::vector<std::string>& more = {});
 
 // Each line of a JSON Lines file, parsed independently of cumemtrace's own

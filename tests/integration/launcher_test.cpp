@@ -187,3 +187,30 @@ TEST(Launcher, IgnoredSignalsStayIgnoredInTheProgram) {
 }
 
 }  // namespace
+
+namespace {
+
+TEST(Semantics, FailedAllocationLooksTheSameWithAndWithoutCumemtrace) {
+  ScratchDir dir;
+  const auto env = sim_environment({"SIMCUDA_DEVICE_MEMORY=1GiB"});
+  const auto bare = run_command({CUMEMTRACE_APPS_DIR "/oom_semantics"}, env);
+  ASSERT_EQ(bare.exit_code, 0) << bare.err;
+  const auto traced = run_command(
+      {CUMEMTRACE_CLI, "run", "--output", dir / "t.jsonl", "--", CUMEMTRACE_APPS_DIR "/oom_semantics"}, env);
+  EXPECT_EQ(traced.exit_code, 0) << traced.err;
+  EXPECT_EQ(traced.out, bare.out);
+
+  // The failed request is not an allocation; the 1 MiB one is, once.
+  int allocs = 0, frees = 0;
+  for (const auto& line : read_json_lines(dir / "t.jsonl")) {
+    if (line["ev"] == "alloc") {
+      ++allocs;
+      EXPECT_EQ(line["size"], 1 << 20);
+    }
+    frees += line["ev"] == "free";
+  }
+  EXPECT_EQ(allocs, 1);
+  EXPECT_EQ(frees, 1);
+}
+
+}  // namespace

@@ -17,6 +17,7 @@ target_compile_definitions(integration_tests PRIVATE
   CMAKE_COMMAND="${CMAKE_COMMAND}")
 # The tests run these; make sure building the tests builds them.
 add_dependencies(integration_tests cumemtrace cumemtrace_preload known_sequence fork_child
+  oom_semantics
   simcuda_runtime simcuda_driver)
 gtest_discover_tests(integration_tests TEST_PREFIX "integration." DISCOVERY_TIMEOUT 60
   PROPERTIES TIMEOUT 300)
