@@ -214,3 +214,26 @@ TEST(Semantics, FailedAllocationLooksTheSameWithAndWithoutCumemtrace) {
 }
 
 }  // namespace
+
+namespace {
+
+TEST(Launcher, ChildrenStartedWithExecWriteTheirOwnTraces) {
+  ScratchDir dir;
+  const std::string app = CUMEMTRACE_APPS_DIR "/known_sequence";
+  const auto r = run_command({CUMEMTRACE_CLI, "run", "--output", dir / "t.%p.jsonl", "--", "/bin/sh", "-c",
+                              app + " " + (dir / "m1") + " && " + app + " " + (dir / "m2")},
+                             sim_environment());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  int traces = 0;
+  for (const auto& name : files_in(dir.path())) {
+    if (!name.starts_with("t.")) continue;
+    ++traces;
+    const auto lines = read_json_lines(dir / name);
+    EXPECT_EQ(lines.front()["argv"][0], app);
+    EXPECT_EQ(lines.back()["ev"], "end");
+    EXPECT_EQ(lines.back()["live"], 2);
+  }
+  EXPECT_EQ(traces, 2) << "one per known_sequence, none for the shell";
+}
+
+}  // namespace
