@@ -5,7 +5,17 @@
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 build=${CUMEMTRACE_BUILD_DIR:-$root/build}
-"$root/scripts/build.sh" cumemtrace cumemtrace_preload demo_training_loop simcuda_runtime simcuda_driver
+
+"$root/scripts/setup.sh"
+mkdir -p "$build/demo"
+log=$build/demo/build.log
+echo "demo: building cumemtrace (log: $log)"
+if ! "$root/scripts/build.sh" cumemtrace cumemtrace_preload demo_training_loop \
+    simcuda_runtime simcuda_driver >"$log" 2>&1; then
+  tail -n 40 "$log" >&2
+  echo "demo: the build failed; the whole log is $log" >&2
+  exit 1
+fi
 
 if command -v nvidia-smi >/dev/null && nvidia-smi -L >/dev/null 2>&1; then
   echo "demo: running on the real GPU: $(nvidia-smi -L | head -1)"
@@ -15,10 +25,9 @@ else
 fi
 
 trace=$build/demo/demo-trace.jsonl
-mkdir -p "$(dirname "$trace")"
 rm -f "$trace"  # traces are created exclusively: never over an older one
 "$build/bin/cumemtrace" run --output "$trace" -- "$build/tests/apps/demo_training_loop" 20
 echo
 "$build/bin/cumemtrace" report "$trace"
 echo
-echo "demo: the trace is $trace; 'cumemtrace report --format json $trace' gives the same as JSON"
+echo "demo: 'cumemtrace report --format json $trace' gives the same as JSON"

@@ -236,7 +236,13 @@ int run_command(const RunArgs& args) {
     return started.exec_errno == ENOENT ? kExitCommandNotFound : kExitCannotExecute;
   }
   if (auto trace = expected_trace_path(output_template(args), started.pid)) {
-    if (::access(trace->c_str(), F_OK) == 0) spdlog::info("trace written to {}", *trace);
+    if (::access(trace->c_str(), F_OK) == 0) {
+      spdlog::info("trace written to {}", *trace);
+    } else {
+      // The preload creates the file on the first allocation it sees.
+      spdlog::info("no trace at {}: the program made no device allocation that cumemtrace saw",
+                   *trace);
+    }
   }
   return status;
 }

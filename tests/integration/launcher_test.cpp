@@ -40,6 +40,7 @@ TEST(Launcher, ProgramWithoutCudaRunsAsIfAbsentAndLeavesNoTrace) {
   EXPECT_EQ(r.exit_code, 3);
   EXPECT_EQ(r.out, "hello\n");
   EXPECT_EQ(r.err.find("warning"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("no device allocation"), std::string::npos) << r.err;
   EXPECT_TRUE(files_in(dir.path()).empty());
 }
 
