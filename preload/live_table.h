@@ -24,15 +24,19 @@ struct LiveAllocation {
 
 class LiveTable {
  public:
+  // A pointer that is already live had its free go through a route we did
+  // not see: the new allocation replaces it.
   void insert(std::uintptr_t ptr, const LiveAllocation& a) {
     Shard& s = shard(ptr);
     std::scoped_lock lock(s.mutex);
-    auto [it, inserted] = s.map.insert_or_assign(ptr, a);
-    (void)it;
+    auto [it, inserted] = s.map.try_emplace(ptr, a);
     if (inserted) {
       count_.fetch_add(1, std::memory_order_relaxed);
-      bytes_.fetch_add(a.size, std::memory_order_relaxed);
+    } else {
+      bytes_.fetch_sub(it->second.size, std::memory_order_relaxed);
+      it->second = a;
     }
+    bytes_.fetch_add(a.size, std::memory_order_relaxed);
   }
 
   // Removes and returns the allocation at `ptr`, if the table holds it.

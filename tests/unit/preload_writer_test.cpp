@@ -166,6 +166,23 @@ TEST_F(RecorderTest, PassthroughEventsFollowTheFormat) {
   EXPECT_EQ(lines[8]["dropped"], 0);
 }
 
+TEST_F(RecorderTest, AllocationOverALivePointerReplacesIt) {
+  // Its free went through a route the recorder did not see.
+  Config c;
+  c.output_template = dir_ + "/again.jsonl";
+  c.buffer_kb = 64;
+  Recorder r(c, &fake_device);
+  r.on_alloc({.api = "cudaMalloc", .kind = cumemtrace::format::MemoryKind::device, .dev = 0,
+              .ptr = 0x2000, .size = 100, .stream = std::nullopt});
+  r.on_alloc({.api = "cudaMalloc", .kind = cumemtrace::format::MemoryKind::device, .dev = 0,
+              .ptr = 0x2000, .size = 30, .stream = std::nullopt});
+  EXPECT_EQ(r.live_count(), 1u);
+  EXPECT_EQ(r.live_bytes(), 30u);
+  EXPECT_TRUE(r.on_free("cudaFree", 0x2000, std::nullopt));
+  EXPECT_EQ(r.live_bytes(), 0u);
+  r.on_exit();
+}
+
 TEST_F(RecorderTest, NoFileUntilTheFirstEvent) {
   Config c;
   c.output_template = dir_ + "/lazy.jsonl";
