@@ -26,12 +26,14 @@ std::uint64_t TraceWriter::monotonic_now_ns() {
          static_cast<std::uint64_t>(ts.tv_nsec);
 }
 
+// Not zero-filled: the pages stay untouched, and cost a process that never
+// allocates device memory nothing, until lines are written into them.
 TraceWriter::Chunk::Chunk(std::size_t capacity)
-    : data_(std::make_unique<char[]>(capacity)), capacity_(capacity) {}
+    : data_(std::make_unique_for_overwrite<char[]>(capacity)), capacity_(capacity) {}
 
 void TraceWriter::Chunk::grow(std::size_t more) {
   const std::size_t capacity = std::max(capacity_ * 2, size_ + more);
-  auto data = std::make_unique<char[]>(capacity);
+  auto data = std::make_unique_for_overwrite<char[]>(capacity);
   std::memcpy(data.get(), data_.get(), size_);
   data_ = std::move(data);
   capacity_ = capacity;
