@@ -52,7 +52,7 @@ class KnownSequence : public ::testing::Test {
     ASSERT_EQ(r.exit_code, 0) << r.err;
   }
 
-  ScratchDir dir_;
+  TempDir dir_;
   std::string trace_, manifest_;
 };
 

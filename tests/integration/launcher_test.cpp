@@ -34,29 +34,29 @@ std::string host_for_file_name() {
 }
 
 TEST(Launcher, ProgramWithoutCudaRunsAsIfAbsentAndLeavesNoTrace) {
-  ScratchDir dir;
+  TempDir dir;
   const auto r = run_command({CUMEMTRACE_CLI, "run", "--", "/bin/sh", "-c", "echo hello; exit 3"},
-                             sim_environment(), dir.path());
+                             sim_environment(), dir.dir());
   EXPECT_EQ(r.exit_code, 3);
   EXPECT_EQ(r.out, "hello\n");
   EXPECT_EQ(r.err.find("warning"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("no device allocation"), std::string::npos) << r.err;
-  EXPECT_TRUE(files_in(dir.path()).empty());
+  EXPECT_TRUE(files_in(dir.dir()).empty());
 }
 
 TEST(Launcher, DefaultTraceNameHasHostAndPid) {
-  ScratchDir dir;
+  TempDir dir;
   const auto r = run_command({CUMEMTRACE_CLI, "run", "--", CUMEMTRACE_APPS_DIR "/known_sequence",
                               dir / "manifest.txt"},
-                             sim_environment(), dir.path());
+                             sim_environment(), dir.dir());
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const std::regex name("cumemtrace\\." + host_for_file_name() + "\\.([0-9]+)\\.jsonl");
   std::smatch m;
   std::string trace;
-  for (const auto& f : files_in(dir.path())) {
+  for (const auto& f : files_in(dir.dir())) {
     if (std::regex_match(f, m, name)) trace = f;
   }
-  ASSERT_FALSE(trace.empty()) << "files: " << ::testing::PrintToString(files_in(dir.path()));
+  ASSERT_FALSE(trace.empty()) << "files: " << ::testing::PrintToString(files_in(dir.dir()));
   std::regex_match(trace, m, name);
   const auto lines = read_json_lines(dir / trace);
   EXPECT_EQ(lines.front()["pid"], std::stol(m[1]));
@@ -66,21 +66,21 @@ TEST(Launcher, DefaultTraceNameHasHostAndPid) {
 }
 
 TEST(Launcher, RankPlaceholderComesFromTheEnvironment) {
-  ScratchDir dir;
+  TempDir dir;
   const auto r = run_command({CUMEMTRACE_CLI, "run", "--output", dir / "rank%r.%p.jsonl", "--",
                               CUMEMTRACE_APPS_DIR "/known_sequence", dir / "manifest.txt"},
-                             sim_environment({"RANK=3"}));
+                             sim_environment({{"RANK", "3"}}));
   ASSERT_EQ(r.exit_code, 0) << r.err;
   bool found = false;
-  for (const auto& f : files_in(dir.path())) found |= f.starts_with("rank3.") && f.ends_with(".jsonl");
-  EXPECT_TRUE(found) << ::testing::PrintToString(files_in(dir.path()));
+  for (const auto& f : files_in(dir.dir())) found |= f.starts_with("rank3.") && f.ends_with(".jsonl");
+  EXPECT_TRUE(found) << ::testing::PrintToString(files_in(dir.dir()));
 }
 
 TEST(Launcher, PlainLdPreloadWorksWithoutTheLauncher) {
-  ScratchDir dir;
+  TempDir dir;
   const auto r = run_command({CUMEMTRACE_APPS_DIR "/known_sequence", dir / "manifest.txt"},
-                             sim_environment({std::string("LD_PRELOAD=") + CUMEMTRACE_PRELOAD,
-                                              "CUMEMTRACE_OUTPUT=" + (dir / "t.jsonl")}));
+                             sim_environment({{"LD_PRELOAD", CUMEMTRACE_PRELOAD},
+                                              {"CUMEMTRACE_OUTPUT", dir / "t.jsonl"}}));
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const auto lines = read_json_lines(dir / "t.jsonl");
   EXPECT_EQ(lines.front()["ev"], "header");
@@ -89,7 +89,7 @@ TEST(Launcher, PlainLdPreloadWorksWithoutTheLauncher) {
 }
 
 TEST(Launcher, ExistingFileIsNeverOverwrittenAndTheProgramStillRuns) {
-  ScratchDir dir;
+  TempDir dir;
   const std::string precious = dir / "precious.jsonl";
   std::ofstream(precious) << "not yours\n";
   const auto r = run_command({CUMEMTRACE_CLI, "run", "--output", precious, "--",
@@ -103,10 +103,10 @@ TEST(Launcher, ExistingFileIsNeverOverwrittenAndTheProgramStillRuns) {
 }
 
 TEST(Launcher, ExitCodeOfTheProgramIsReturned) {
-  ScratchDir dir;
+  TempDir dir;
   // known_sequence without its argument exits 2 before touching CUDA.
   const auto r = run_command({CUMEMTRACE_CLI, "run", "--", CUMEMTRACE_APPS_DIR "/known_sequence"},
-                             sim_environment(), dir.path());
+                             sim_environment(), dir.dir());
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.err.find("usage: known_sequence"), std::string::npos);
 }
@@ -131,7 +131,7 @@ TEST(PreloadLibrary, NeedsNoCudaLibraryAndExportsOnlyHooks) {
 }
 
 TEST(Install, InstalledLauncherFindsTheInstalledLibrary) {
-  ScratchDir dir;
+  TempDir dir;
   const std::string prefix = dir / "prefix";
   const auto install = run_command({CMAKE_COMMAND, "--install", CUMEMTRACE_BUILD_DIR, "--prefix", prefix});
   ASSERT_EQ(install.exit_code, 0) << install.out << install.err;
@@ -156,12 +156,12 @@ TEST(Install, InstalledLauncherFindsTheInstalledLibrary) {
 namespace {
 
 TEST(Fork, ChildNeverWritesIntoTheParentsTrace) {
-  ScratchDir dir;
+  TempDir dir;
   const auto r = run_command({CUMEMTRACE_CLI, "run", "--output", dir / "t.%p.jsonl", "--",
                               CUMEMTRACE_APPS_DIR "/fork_child"},
                              sim_environment());
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  const auto names = files_in(dir.path());
+  const auto names = files_in(dir.dir());
   ASSERT_EQ(names.size(), 1u) << "only the parent touched CUDA: " << ::testing::PrintToString(names);
   const auto lines = read_json_lines(dir / names[0]);
   std::vector<std::string> evs;
@@ -192,8 +192,8 @@ TEST(Launcher, IgnoredSignalsStayIgnoredInTheProgram) {
 namespace {
 
 TEST(Semantics, FailedAllocationLooksTheSameWithAndWithoutCumemtrace) {
-  ScratchDir dir;
-  const auto env = sim_environment({"SIMCUDA_DEVICE_MEMORY=1GiB"});
+  TempDir dir;
+  const auto env = sim_environment({{"SIMCUDA_DEVICE_MEMORY", "1GiB"}});
   const auto bare = run_command({CUMEMTRACE_APPS_DIR "/oom_semantics"}, env);
   ASSERT_EQ(bare.exit_code, 0) << bare.err;
   const auto traced = run_command(
@@ -219,14 +219,14 @@ TEST(Semantics, FailedAllocationLooksTheSameWithAndWithoutCumemtrace) {
 namespace {
 
 TEST(Launcher, ChildrenStartedWithExecWriteTheirOwnTraces) {
-  ScratchDir dir;
+  TempDir dir;
   const std::string app = CUMEMTRACE_APPS_DIR "/known_sequence";
   const auto r = run_command({CUMEMTRACE_CLI, "run", "--output", dir / "t.%p.jsonl", "--", "/bin/sh", "-c",
                               app + " " + (dir / "m1") + " && " + app + " " + (dir / "m2")},
                              sim_environment());
   ASSERT_EQ(r.exit_code, 0) << r.err;
   int traces = 0;
-  for (const auto& name : files_in(dir.path())) {
+  for (const auto& name : files_in(dir.dir())) {
     if (!name.starts_with("t.")) continue;
     ++traces;
     const auto lines = read_json_lines(dir / name);

@@ -6,7 +6,7 @@ add_executable(integration_tests
   integration_support.cpp
   known_sequence_test.cpp
   launcher_test.cpp)
-target_link_libraries(integration_tests PRIVATE cumemtrace_warnings cumemtrace_headers
+target_link_libraries(integration_tests PRIVATE cumemtrace_test_support cumemtrace_warnings cumemtrace_headers
   nlohmann_json::nlohmann_json GTest::gtest_main)
 target_compile_definitions(integration_tests PRIVATE
   CUMEMTRACE_CLI="$<TARGET_FILE:cumemtrace>"

@@ -20,7 +20,7 @@ add_executable(analyzer_unit_tests
   analyzer_report_test.cpp
   analyzer_test_support.cpp)
 target_link_libraries(analyzer_unit_tests PRIVATE
-  cumemtrace_analysis cumemtrace_analysis_internal cumemtrace_warnings
+  cumemtrace_analysis cumemtrace_analysis_internal cumemtrace_test_support cumemtrace_warnings
   PkgConfig::ANALYZER_TEST_ZSTD nlohmann_json::nlohmann_json GTest::gtest_main)
 target_compile_definitions(analyzer_unit_tests PRIVATE
   CUMEMTRACE_CLI="$<TARGET_FILE:cumemtrace>"
