@@ -119,12 +119,18 @@ bool fake_device(int ordinal, DeviceDescription& out) {
   return true;
 }
 
-using RecorderTest = TempDir;
+class RecorderTest : public TempDir {
+ protected:
+  Config config_for(const std::string& file_template) const {
+    Config c;
+    c.output_template = dir_ + "/" + file_template;
+    c.buffer_kb = 64;
+    return c;
+  }
+};
 
 TEST_F(RecorderTest, PassthroughEventsFollowTheFormat) {
-  Config c;
-  c.output_template = dir_ + "/r.%p.jsonl";
-  c.buffer_kb = 64;
+  const Config c = config_for("r.%p.jsonl");
   Recorder r(c, &fake_device);
   r.on_alloc({.api = "cudaMalloc", .kind = cumemtrace::format::MemoryKind::device, .dev = 1,
               .ptr = 0x7f0000000200, .size = 1000, .stream = std::nullopt});
@@ -168,9 +174,7 @@ TEST_F(RecorderTest, PassthroughEventsFollowTheFormat) {
 
 TEST_F(RecorderTest, AllocationOverALivePointerReplacesIt) {
   // Its free went through a route the recorder did not see.
-  Config c;
-  c.output_template = dir_ + "/again.jsonl";
-  c.buffer_kb = 64;
+  const Config c = config_for("again.jsonl");
   Recorder r(c, &fake_device);
   r.on_alloc({.api = "cudaMalloc", .kind = cumemtrace::format::MemoryKind::device, .dev = 0,
               .ptr = 0x2000, .size = 100, .stream = std::nullopt});
@@ -184,18 +188,14 @@ TEST_F(RecorderTest, AllocationOverALivePointerReplacesIt) {
 }
 
 TEST_F(RecorderTest, NoFileUntilTheFirstEvent) {
-  Config c;
-  c.output_template = dir_ + "/lazy.jsonl";
-  c.buffer_kb = 64;
+  const Config c = config_for("lazy.jsonl");
   Recorder r(c, &fake_device);
   r.on_exit();
   EXPECT_FALSE(std::filesystem::exists(dir_ + "/lazy.jsonl"));
 }
 
 TEST_F(RecorderTest, UncreatableTraceKeepsAccountingAndDoesNotThrow) {
-  Config c;
-  c.output_template = dir_ + "/missing-dir/t.jsonl";
-  c.buffer_kb = 64;
+  const Config c = config_for("missing-dir/t.jsonl");
   Recorder r(c, &fake_device);
   r.on_alloc({.api = "cudaMalloc", .kind = cumemtrace::format::MemoryKind::device, .dev = 0,
               .ptr = 0x1000, .size = 10, .stream = std::nullopt});

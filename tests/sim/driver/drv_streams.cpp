@@ -486,31 +486,32 @@ CUresult CUDAAPI cuEventRecordWithFlags(CUevent e, CUstream h, unsigned int f) {
 CUresult CUDAAPI cuEventRecordWithFlags_ptsz(CUevent e, CUstream h, unsigned int f) {
   return event_record(e, h, f, true);
 }
+namespace {
+// Where the event's last record sits: its stream and position there. False
+// for an event never recorded, which counts as complete.
+bool recorded_point(Event& e, std::shared_ptr<Stream>* stream, std::uint64_t* seq) {
+  std::lock_guard<std::mutex> lk(e.mu);
+  if (!e.recorded) return false;
+  *stream = e.stream;
+  *seq = e.seq;
+  return true;
+}
+}  // namespace
+
 CUresult CUDAAPI cuEventQuery(CUevent ev) {
   std::shared_ptr<Event> e;
   if (CUresult r = find_event(ev, &e)) return r;
   std::shared_ptr<Stream> s;
-  std::uint64_t seq;
-  {
-    std::lock_guard<std::mutex> lk(e->mu);
-    if (!e->recorded) return CUDA_SUCCESS;
-    s = e->stream;
-    seq = e->seq;
-  }
+  std::uint64_t seq = 0;
+  if (!recorded_point(*e, &s, &seq)) return CUDA_SUCCESS;
   return s->is_done(seq) ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
 }
 CUresult CUDAAPI cuEventSynchronize(CUevent ev) {
   std::shared_ptr<Event> e;
   if (CUresult r = find_event(ev, &e)) return r;
   std::shared_ptr<Stream> s;
-  std::uint64_t seq;
-  {
-    std::lock_guard<std::mutex> lk(e->mu);
-    if (!e->recorded) return CUDA_SUCCESS;
-    s = e->stream;
-    seq = e->seq;
-  }
-  s->wait_for(seq);
+  std::uint64_t seq = 0;
+  if (recorded_point(*e, &s, &seq)) s->wait_for(seq);
   return CUDA_SUCCESS;
 }
 CUresult CUDAAPI cuEventDestroy_v2(CUevent e) { return destroy_event(e); }
