@@ -7,9 +7,7 @@
 #include "sim_test.h"
 
 int main() {
-  cudaDeviceProp prop{};
-  SIM_RT_OK(cudaGetDeviceProperties(&prop, 0));
-  simtest::require_sim_name(prop.name);
+  const cudaDeviceProp prop = simtest::require_runtime_on_sim();
   SIM_CHECK(prop.totalGlobalMem == simtest::gib(80));
   const std::size_t rss0 = simtest::rss_bytes();
 

@@ -17,9 +17,7 @@ std::size_t used() {
 }  // namespace
 
 int main() {
-  cudaDeviceProp prop{};
-  SIM_RT_OK(cudaGetDeviceProperties(&prop, 0));
-  simtest::require_sim_name(prop.name);
+  simtest::require_runtime_on_sim();
   cudaStream_t s;
   SIM_RT_OK(cudaStreamCreate(&s));
   const std::size_t n = 1 << 20;

@@ -8,9 +8,7 @@
 #include "sim_test.h"
 
 int main() {
-  cudaDeviceProp prop{};
-  SIM_RT_OK(cudaGetDeviceProperties(&prop, 0));
-  simtest::require_sim_name(prop.name);
+  const cudaDeviceProp prop = simtest::require_runtime_on_sim();
   // The loader picked the sim's runtime (via LD_LIBRARY_PATH), and that
   // runtime dlopen()ed the sim's driver.
   SIM_CHECK(simtest::mapped("sim/libcudart.so.13"));

@@ -19,9 +19,7 @@ std::size_t free_now() {
 }  // namespace
 
 int main() {
-  cudaDeviceProp prop{};
-  SIM_RT_OK(cudaGetDeviceProperties(&prop, 0));
-  simtest::require_sim_name(prop.name);
+  simtest::require_runtime_on_sim();
   const std::size_t cap = simtest::mib(512);
   SIM_CHECK(free_now() == cap);
 

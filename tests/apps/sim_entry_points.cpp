@@ -23,9 +23,7 @@ typedef CUresult (*AllocV2)(CUdeviceptr*, size_t);
 }  // namespace
 
 int main() {
-  cudaDeviceProp prop{};
-  SIM_RT_OK(cudaGetDeviceProperties(&prop, 0));
-  simtest::require_sim_name(prop.name);
+  simtest::require_runtime_on_sim();
   SIM_RT_OK(cudaFree(nullptr));
 
   void* fn = nullptr;

@@ -41,9 +41,7 @@ int poisoned_child() {
 int main() {
   SIM_CHECK(run_child(fresh_child) == 0);
 
-  cudaDeviceProp prop{};
-  SIM_RT_OK(cudaGetDeviceProperties(&prop, 0));
-  simtest::require_sim_name(prop.name);
+  simtest::require_runtime_on_sim();
   void* p = nullptr;
   SIM_RT_OK(cudaMalloc(&p, 1 << 20));
   cudaStream_t s;

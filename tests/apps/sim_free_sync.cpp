@@ -12,9 +12,7 @@
 #include "sim_test.h"
 
 int main() {
-  cudaDeviceProp prop{};
-  SIM_RT_OK(cudaGetDeviceProperties(&prop, 0));
-  simtest::require_sim_name(prop.name);
+  simtest::require_runtime_on_sim();
   const std::size_t n = 1 << 20;
   cudaStream_t s;
   // Non-blocking: the legacy-stream copy below does not wait for it, so

@@ -7,9 +7,7 @@
 #include "sim_test.h"
 
 int main() {
-  cudaDeviceProp prop{};
-  SIM_RT_OK(cudaGetDeviceProperties(&prop, 0));
-  simtest::require_sim_name(prop.name);
+  simtest::require_runtime_on_sim();
 
   // Managed: host and device views are the same memory.
   int* m = nullptr;

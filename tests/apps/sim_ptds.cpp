@@ -19,16 +19,8 @@
 #error "sim_ptds must be built with CUDA_API_PER_THREAD_DEFAULT_STREAM"
 #endif
 
-namespace {
-double ms_since(std::chrono::steady_clock::time_point t0) {
-  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-}
-}  // namespace
-
 int main() {
-  cudaDeviceProp prop{};
-  SIM_RT_OK(cudaGetDeviceProperties(&prop, 0));
-  simtest::require_sim_name(prop.name);
+  simtest::require_runtime_on_sim();
   const std::size_t n = 1 << 16;
   unsigned char* a = nullptr;
   unsigned char* b = nullptr;
@@ -50,11 +42,11 @@ int main() {
     auto t1 = std::chrono::steady_clock::now();
     SIM_RT_OK(cudaMemsetAsync(b, 3, 16, 0));
     SIM_RT_OK(cudaStreamSynchronize(0));
-    other_ms = ms_since(t1);
+    other_ms = simtest::ms_since(t1);
   });
   other.join();
   SIM_RT_OK(cudaStreamSynchronize(0));
-  SIM_CHECK(ms_since(t0) >= 99);
+  SIM_CHECK(simtest::ms_since(t0) >= 99);
   SIM_CHECK(other_ms < 190);  // one latency, not two
   SIM_RT_OK(cudaMemcpy(h.data(), a, n, cudaMemcpyDeviceToHost));
   SIM_CHECK(h[0] == 2);

@@ -29,16 +29,11 @@ std::string take_order() {
   return s;
 }
 
-double ms_since(std::chrono::steady_clock::time_point t0) {
-  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-}
 
 }  // namespace
 
 int main() {
-  cudaDeviceProp prop{};
-  SIM_RT_OK(cudaGetDeviceProperties(&prop, 0));
-  simtest::require_sim_name(prop.name);
+  simtest::require_runtime_on_sim();
 
   const std::size_t n = 1 << 16;
   unsigned char* d = nullptr;
@@ -57,11 +52,11 @@ int main() {
   auto t0 = std::chrono::steady_clock::now();
   SIM_RT_OK(cudaMemsetAsync(d, 1, n, s1));
   SIM_RT_OK(cudaMemsetAsync(d, 2, n, s1));
-  SIM_CHECK(ms_since(t0) < 15);  // returned before the "kernels" ran
+  SIM_CHECK(simtest::ms_since(t0) < 15);  // returned before the "kernels" ran
   SIM_EXPECT_RT(cudaStreamQuery(s1), cudaErrorNotReady);
   SIM_CHECK(cudaPeekAtLastError() == cudaSuccess);  // not-ready is not an error
   SIM_RT_OK(cudaStreamSynchronize(s1));
-  SIM_CHECK(ms_since(t0) >= 39);
+  SIM_CHECK(simtest::ms_since(t0) >= 39);
   SIM_RT_OK(cudaStreamQuery(s1));
   SIM_RT_OK(cudaMemcpy(h.data(), d, n, cudaMemcpyDeviceToHost));
   SIM_CHECK(h[0] == 2 && h[n - 1] == 2);
@@ -120,7 +115,7 @@ int main() {
   t0 = std::chrono::steady_clock::now();
   SIM_RT_OK(cudaLaunchHostFunc(nb, mark, const_cast<char*>("N")));
   SIM_RT_OK(cudaStreamSynchronize(nb));
-  double nb_ms = ms_since(t0);
+  double nb_ms = simtest::ms_since(t0);
   SIM_RT_OK(cudaStreamSynchronize(0));
   SIM_CHECK(nb_ms < 39);  // did not also wait for the legacy memset
   take_order();
@@ -136,7 +131,7 @@ int main() {
   SIM_RT_OK(cudaMemsetAsync(d, 4, n, tmp));
   t0 = std::chrono::steady_clock::now();
   SIM_RT_OK(cudaStreamDestroy(tmp));
-  SIM_CHECK(ms_since(t0) < 15);
+  SIM_CHECK(simtest::ms_since(t0) < 15);
   SIM_RT_OK(cudaDeviceSynchronize());
   SIM_RT_OK(cudaMemcpy(h.data(), d, n, cudaMemcpyDeviceToHost));
   SIM_CHECK(h[0] == 4);

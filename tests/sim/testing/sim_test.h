@@ -3,6 +3,9 @@
 // plain CUDA programs built the way users build theirs.
 #pragma once
 
+#include <cuda_runtime_api.h>
+
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -61,6 +64,19 @@ inline void require_sim_name(const char* name) {
     SIM_FAIL("device is '%s', not the simulated device: run with "
              "LD_LIBRARY_PATH=<build>/sim", name);
   }
+}
+
+// Device 0's properties through the runtime, after checking that the runtime
+// is the simulated one.
+inline cudaDeviceProp require_runtime_on_sim() {
+  cudaDeviceProp prop{};
+  SIM_RT_OK(cudaGetDeviceProperties(&prop, 0));
+  require_sim_name(prop.name);
+  return prop;
+}
+
+inline double ms_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
 }
 
 inline std::size_t gib(double n) { return static_cast<std::size_t>(n * (1ull << 30)); }
