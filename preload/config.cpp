@@ -1,9 +1,9 @@
 #include "config.h"
 
-#include <cerrno>
 #include <cstdlib>
-#include <cstring>
+#include <optional>
 #include <string_view>
+#include <type_traits>
 
 #include "cumemtrace/trace_format.h"
 #include "diagnostics.h"
@@ -13,48 +13,117 @@ extern char** environ;
 namespace cumemtrace::preload {
 namespace {
 
-constexpr std::size_t kDefaultBufferKb = 256;
-constexpr std::size_t kMinBufferKb = 4;
-constexpr std::size_t kMaxBufferKb = 64 * 1024;
-
-// Options read by other parts of cumemtrace (the CLI), not by this library;
-// they are known, so no "unknown option" warning is printed for them.
-constexpr std::string_view kKnownElsewhere[] = {"CUMEMTRACE_LIBRARY"};
-
+// One option: how its environment variable is read and how it is echoed in
+// the header. `parse` leaves the Config untouched and returns false for a
+// bad value; the caller then warns once, naming `expected` and the default.
 struct OptionSpec {
-  const char* name;
-  void (*apply)(Config&, const char* value);
+  std::string_view env;       // CUMEMTRACE_…
+  std::string_view key;       // its key in the header's `config`
+  std::string_view expected;  // "a whole number of KiB in [4, 65536]", for the warning
+  bool (*parse)(Config&, std::string_view value);
+  void (*echo)(LineBuffer&, const Config&);
 };
 
-void apply_output(Config& c, const char* value) {
-  if (*value == '\0') {
-    warn("CUMEMTRACE_OUTPUT is empty; using the default '%s'", format::kDefaultOutputTemplate);
-    return;
+// A plain decimal number (no sign, spaces or suffix) in [min, max].
+std::optional<std::uint64_t> whole_number_in(std::string_view text, std::uint64_t min,
+                                             std::uint64_t max) {
+  if (text.empty() || text.size() > 19) return std::nullopt;
+  std::uint64_t v = 0;
+  for (char c : text) {
+    if (c < '0' || c > '9') return std::nullopt;
+    v = v * 10 + static_cast<std::uint64_t>(c - '0');
   }
-  c.output_template = value;
+  if (v < min || v > max) return std::nullopt;
+  return v;
 }
 
-void apply_buffer_kb(Config& c, const char* value) {
-  errno = 0;
-  char* end = nullptr;
-  const unsigned long long v = std::strtoull(value, &end, 10);
-  const bool numeric = *value >= '0' && *value <= '9' && end != value && *end == '\0' && errno == 0;
-  if (!numeric || v < kMinBufferKb || v > kMaxBufferKb) {
-    warn("CUMEMTRACE_BUFFER_KB='%s' is not a whole number of KiB in [%zu, %zu]; using %zu",
-         value, kMinBufferKb, kMaxBufferKb, kDefaultBufferKb);
-    return;
-  }
-  c.buffer_kb = static_cast<std::size_t>(v);
+// The kinds of option, each a template over the Config member it sets, so an
+// entry in kOptions is all a new option needs.
+template <auto Member, std::uint64_t Min, std::uint64_t Max>
+constexpr OptionSpec number(std::string_view env, std::string_view key, std::string_view expected) {
+  return {env, key, expected,
+          [](Config& c, std::string_view text) {
+            const auto v = whole_number_in(text, Min, Max);
+            if (v) c.*Member = static_cast<std::remove_reference_t<decltype(c.*Member)>>(*v);
+            return v.has_value();
+          },
+          [](LineBuffer& out, const Config& c) { out.u64(static_cast<std::uint64_t>(c.*Member)); }};
+}
+
+template <auto Member>
+constexpr OptionSpec non_empty_text(std::string_view env, std::string_view key,
+                                    std::string_view expected) {
+  return {env, key, expected,
+          [](Config& c, std::string_view text) {
+            if (text.empty()) return false;
+            c.*Member = std::string(text);
+            return true;
+          },
+          [](LineBuffer& out, const Config& c) { out.str(c.*Member); }};
+}
+
+struct ForkWord {
+  std::string_view word;
+  ForkMode mode;
+};
+constexpr ForkWord kForkWords[] = {{"trace", ForkMode::trace}, {"off", ForkMode::off}};
+
+// One of a fixed set of words, e.g. {trace, off}.
+template <auto Member, const auto& Words>
+constexpr OptionSpec word(std::string_view env, std::string_view key, std::string_view expected) {
+  return {env, key, expected,
+          [](Config& c, std::string_view text) {
+            for (const auto& w : Words) {
+              if (w.word == text) {
+                c.*Member = w.mode;
+                return true;
+              }
+            }
+            return false;
+          },
+          [](LineBuffer& out, const Config& c) {
+            for (const auto& w : Words) {
+              if (w.mode == c.*Member) out.str(w.word);
+            }
+          }};
 }
 
 constexpr OptionSpec kOptions[] = {
-    {"CUMEMTRACE_OUTPUT", apply_output},
-    {"CUMEMTRACE_BUFFER_KB", apply_buffer_kb},
+    non_empty_text<&Config::output_template>("CUMEMTRACE_OUTPUT", "output",
+                                             "a non-empty path template"),
+    number<&Config::buffer_kb, 4, 64 * 1024>("CUMEMTRACE_BUFFER_KB", "buffer_kb",
+                                             "a whole number of KiB in [4, 65536]"),
+    number<&Config::flush_ms, 1, 600'000>("CUMEMTRACE_FLUSH_MS", "flush_ms",
+                                          "a whole number of milliseconds in [1, 600000]"),
+    word<&Config::fork, kForkWords>("CUMEMTRACE_FORK", "fork", "'trace' or 'off'"),
 };
 
-bool is_known(std::string_view name) {
+// Read by other parts of cumemtrace, or by parts of this library that parse
+// them on their own: known, so no "unknown option" warning. An option moves
+// from here into kOptions when this library's table starts to parse it.
+constexpr std::string_view kKnownElsewhere[] = {
+    "CUMEMTRACE_LIBRARY",  // `cumemtrace run`: where libcumemtrace.so is
+    "CUMEMTRACE_STACKS",   // call-stack depth (the stacks part)
+    "CUMEMTRACE_POOL",     // caching / passthrough (the pool)
+    "CUMEMTRACE_POOL_CONF",
+    "CUMEMTRACE_POOL_SAMPLE_MS",
+};
+
+constexpr bool parsed_here_and_elsewhere() {
   for (const auto& o : kOptions) {
-    if (name == o.name) return true;
+    for (auto n : kKnownElsewhere) {
+      if (o.env == n) return true;
+    }
+  }
+  return false;
+}
+static_assert(!parsed_here_and_elsewhere(), "move an option out of kKnownElsewhere when kOptions parses it");
+
+}  // namespace
+
+bool is_known_option(std::string_view name) {
+  for (const auto& o : kOptions) {
+    if (name == o.env) return true;
   }
   for (auto n : kKnownElsewhere) {
     if (name == n) return true;
@@ -62,20 +131,33 @@ bool is_known(std::string_view name) {
   return false;
 }
 
-}  // namespace
+std::optional<std::string> option_value_problem(std::string_view env, std::string_view value) {
+  for (const auto& o : kOptions) {
+    if (o.env != env) continue;
+    Config scratch;
+    if (o.parse(scratch, value)) return std::nullopt;
+    return "expected " + std::string(o.expected);
+  }
+  return std::nullopt;
+}
 
 Config parse_config(const EnvLookup& lookup, const char* const* environ_names) {
   Config c;
-  c.output_template = format::kDefaultOutputTemplate;
-  c.buffer_kb = kDefaultBufferKb;
+  const Config defaults;
   for (const auto& o : kOptions) {
-    if (const char* v = lookup(o.name)) o.apply(c, v);
+    const char* value = lookup(std::string(o.env).c_str());
+    if (value == nullptr || o.parse(c, value)) continue;
+    LineBuffer default_text;
+    o.echo(default_text, defaults);
+    warn("%.*s='%s' is not %.*s; using %.*s", static_cast<int>(o.env.size()), o.env.data(), value,
+         static_cast<int>(o.expected.size()), o.expected.data(),
+         static_cast<int>(default_text.view().size()), default_text.view().data());
   }
   for (auto e = environ_names; e && *e; ++e) {
     const std::string_view entry(*e);
     if (!entry.starts_with("CUMEMTRACE_")) continue;
     const std::string_view name = entry.substr(0, entry.find('='));
-    if (!is_known(name)) {
+    if (!is_known_option(name)) {
       warn("unknown option %.*s ignored", static_cast<int>(name.size()), name.data());
     }
   }
@@ -88,8 +170,12 @@ const Config& config() {
 }
 
 void append_config_json(LineBuffer& out, const Config& c) {
-  out.raw("{\"output\":").str(c.output_template);
-  out.field("buffer_kb", c.buffer_kb);
+  char separator = '{';
+  for (const auto& o : kOptions) {
+    out.ch(separator).ch('"').raw(o.key).raw("\":");
+    o.echo(out, c);
+    separator = ',';
+  }
   out.ch('}');
 }
 

@@ -1,22 +1,40 @@
 // The one table of CUMEMTRACE_* options, read once when the library loads.
-// A bad value gets one clear warning and the option's default.
+// A bad value gets one clear warning and the option's default. Adding an
+// option is one member here (with its default) and one entry in kOptions
+// (config.cpp); the header's `config` echo and the warnings follow from it.
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
+#include <string_view>
 
+#include "cumemtrace/trace_format.h"
 #include "line_buffer.h"
 
 namespace cumemtrace::preload {
 
+// CUMEMTRACE_FORK: what a child forked without exec records.
+enum class ForkMode : std::uint8_t {
+  trace,  // its own trace file, named from the template with the child's pid
+  off,    // nothing: the child runs untraced
+};
+
 struct Config {
   // CUMEMTRACE_OUTPUT: path template of the trace (%p pid, %h host, %r rank,
-  // %t start time, %% a percent sign).
-  std::string output_template;
-  // CUMEMTRACE_BUFFER_KB: bytes buffered before the writer hands them to the
-  // kernel. Larger means fewer write(2) calls, more lost on SIGKILL.
-  std::size_t buffer_kb = 0;
+  // %t start time, %% a percent sign); a .zst suffix compresses.
+  std::string output_template{format::kDefaultOutputTemplate};
+  // CUMEMTRACE_BUFFER_KB: bytes each thread buffers before the background
+  // writer is woken to write them out.
+  std::size_t buffer_kb = 256;
+  // CUMEMTRACE_FLUSH_MS: the longest a recorded event waits before it is
+  // handed to the kernel, so a process killed with SIGKILL loses at most
+  // this much.
+  std::uint32_t flush_ms = 200;
+  // CUMEMTRACE_FORK: see ForkMode.
+  ForkMode fork = ForkMode::trace;
 };
 
 // How options are looked up: getenv in the library, a map in the unit tests.
@@ -29,7 +47,19 @@ Config parse_config(const EnvLookup& lookup, const char* const* environ_names);
 // The process's configuration, parsed on first use (the library constructor).
 const Config& config();
 
-// {"output":"…","buffer_kb":256} — the header's `config` object.
+// {"output":"…","buffer_kb":256,…} — every option in force, for the header's
+// `config` object.
 void append_config_json(LineBuffer& out, const Config& config);
+
+// Whether `name` is an option this library or another part of cumemtrace
+// reads (no "unknown option" warning for it).
+bool is_known_option(std::string_view name);
+
+// What is wrong with `value` for the option named `env`, in the words of the
+// warning the library would print ("a whole number of milliseconds in
+// [1, 600000]" expected), or nullopt if the table takes it. Options the
+// table does not parse are not checked. `cumemtrace run` validates its
+// flags with this, so the launcher and the library never disagree.
+std::optional<std::string> option_value_problem(std::string_view env, std::string_view value);
 
 }  // namespace cumemtrace::preload

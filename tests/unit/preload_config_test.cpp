@@ -1,6 +1,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -11,6 +12,7 @@
 #include "cumemtrace/trace_format.h"
 
 using cumemtrace::preload::Config;
+using cumemtrace::preload::ForkMode;
 using cumemtrace::preload::parse_config;
 
 namespace {
@@ -65,41 +67,105 @@ TEST(Config, DefaultsWithoutEnvironment) {
   const auto p = parse({});
   EXPECT_EQ(p.config.output_template, cumemtrace::format::kDefaultOutputTemplate);
   EXPECT_EQ(p.config.buffer_kb, 256u);
+  EXPECT_EQ(p.config.flush_ms, 200u);
+  EXPECT_LE(p.config.flush_ms, 500u) << "a process killed 1 s after its last event loses nothing";
+  EXPECT_EQ(p.config.fork, ForkMode::trace);
   EXPECT_EQ(p.warnings, "");
 }
 
 TEST(Config, ReadsGoodValues) {
-  const auto p = parse({{"CUMEMTRACE_OUTPUT", "/tmp/x.%p.jsonl"}, {"CUMEMTRACE_BUFFER_KB", "64"}});
+  const auto p = parse({{"CUMEMTRACE_OUTPUT", "/tmp/x.%p.jsonl"},
+                        {"CUMEMTRACE_BUFFER_KB", "64"},
+                        {"CUMEMTRACE_FLUSH_MS", "1000"},
+                        {"CUMEMTRACE_FORK", "off"}});
   EXPECT_EQ(p.config.output_template, "/tmp/x.%p.jsonl");
   EXPECT_EQ(p.config.buffer_kb, 64u);
+  EXPECT_EQ(p.config.flush_ms, 1000u);
+  EXPECT_EQ(p.config.fork, ForkMode::off);
   EXPECT_EQ(p.warnings, "");
+  EXPECT_EQ(parse({{"CUMEMTRACE_FORK", "trace"}}).config.fork, ForkMode::trace);
 }
+
+struct BadValue {
+  const char* name;
+  const char* value;
+  const char* default_text;  // as the warning names it
+};
 
 TEST(Config, BadValuesWarnOnceAndKeepTheDefault) {
-  for (const char* bad : {"", "abc", "-5", "12kb", "0", "3", "99999999999999999999999", "65537", " 8"}) {
-    const auto p = parse({{"CUMEMTRACE_BUFFER_KB", bad}});
-    EXPECT_EQ(p.config.buffer_kb, 256u) << "value '" << bad << "'";
-    EXPECT_NE(p.warnings.find("CUMEMTRACE_BUFFER_KB"), std::string::npos) << bad;
+  const BadValue cases[] = {
+      {"CUMEMTRACE_BUFFER_KB", "", "256"},        {"CUMEMTRACE_BUFFER_KB", "abc", "256"},
+      {"CUMEMTRACE_BUFFER_KB", "-5", "256"},      {"CUMEMTRACE_BUFFER_KB", "12kb", "256"},
+      {"CUMEMTRACE_BUFFER_KB", "0", "256"},       {"CUMEMTRACE_BUFFER_KB", "3", "256"},
+      {"CUMEMTRACE_BUFFER_KB", "65537", "256"},   {"CUMEMTRACE_BUFFER_KB", " 8", "256"},
+      {"CUMEMTRACE_BUFFER_KB", "99999999999999999999999", "256"},
+      {"CUMEMTRACE_FLUSH_MS", "0", "200"},        {"CUMEMTRACE_FLUSH_MS", "600001", "200"},
+      {"CUMEMTRACE_FLUSH_MS", "0.5", "200"},      {"CUMEMTRACE_FLUSH_MS", "", "200"},
+      {"CUMEMTRACE_FORK", "no", "\"trace\""},   {"CUMEMTRACE_FORK", "TRACE", "\"trace\""},
+      {"CUMEMTRACE_FORK", "", "\"trace\""},
+      {"CUMEMTRACE_OUTPUT", "", "\"cumemtrace.%h.%p.jsonl\""},
+  };
+  for (const auto& bad : cases) {
+    const auto p = parse({{bad.name, bad.value}});
+    const Config defaults;
+    EXPECT_EQ(p.config.buffer_kb, defaults.buffer_kb) << bad.name << "=" << bad.value;
+    EXPECT_EQ(p.config.flush_ms, defaults.flush_ms) << bad.name << "=" << bad.value;
+    EXPECT_EQ(p.config.fork, defaults.fork) << bad.name << "=" << bad.value;
+    EXPECT_EQ(p.config.output_template, defaults.output_template) << bad.name << "=" << bad.value;
     EXPECT_EQ(std::count(p.warnings.begin(), p.warnings.end(), '\n'), 1) << p.warnings;
+    const std::string expected_start = "cumemtrace: warning: " + std::string(bad.name) + "='" + bad.value + "' is not ";
+    EXPECT_EQ(p.warnings.rfind(expected_start, 0), 0u) << p.warnings;
+    EXPECT_NE(p.warnings.find(std::string("; using ") + bad.default_text + "\n"), std::string::npos)
+        << p.warnings;
   }
-  const auto empty_output = parse({{"CUMEMTRACE_OUTPUT", ""}});
-  EXPECT_EQ(empty_output.config.output_template, cumemtrace::format::kDefaultOutputTemplate);
-  EXPECT_NE(empty_output.warnings.find("CUMEMTRACE_OUTPUT is empty"), std::string::npos);
 }
 
-TEST(Config, UnknownOptionIsNamedInAWarning) {
-  const auto p = parse({{"CUMEMTRACE_OUTPT", "typo.jsonl"}, {"CUMEMTRACE_LIBRARY", "/x.so"}});
-  EXPECT_NE(p.warnings.find("unknown option CUMEMTRACE_OUTPT"), std::string::npos);
-  EXPECT_EQ(p.warnings.find("CUMEMTRACE_LIBRARY"), std::string::npos);  // read by the CLI
+TEST(Config, EachBadValueOfSeveralGetsItsOwnLine) {
+  const auto p = parse({{"CUMEMTRACE_FLUSH_MS", "x"}, {"CUMEMTRACE_FORK", "y"}, {"CUMEMTRACE_BUFFER_KB", "64"}});
+  EXPECT_EQ(std::count(p.warnings.begin(), p.warnings.end(), '\n'), 2) << p.warnings;
+  EXPECT_EQ(p.config.buffer_kb, 64u) << "a good option is not spoilt by bad neighbours";
 }
 
-TEST(Config, EchoIsValidJsonWithEveryOption) {
-  Config c = parse({{"CUMEMTRACE_OUTPUT", "a\"b.jsonl"}}).config;
+TEST(Config, UnknownOptionIsNamedInAWarningAndOptionsReadElsewhereAreNot) {
+  const auto p = parse({{"CUMEMTRACE_OUTPT", "typo.jsonl"},
+                        {"CUMEMTRACE_LIBRARY", "/x.so"},
+                        {"CUMEMTRACE_STACKS", "8"},
+                        {"CUMEMTRACE_POOL", "caching"},
+                        {"CUMEMTRACE_POOL_CONF", "max_split_size_mb:64"},
+                        {"CUMEMTRACE_POOL_SAMPLE_MS", "100"}});
+  EXPECT_NE(p.warnings.find("unknown option CUMEMTRACE_OUTPT ignored"), std::string::npos);
+  EXPECT_EQ(std::count(p.warnings.begin(), p.warnings.end(), '\n'), 1) << p.warnings;
+  for (const char* known : {"CUMEMTRACE_LIBRARY", "CUMEMTRACE_STACKS", "CUMEMTRACE_POOL",
+                            "CUMEMTRACE_POOL_CONF", "CUMEMTRACE_POOL_SAMPLE_MS", "CUMEMTRACE_FLUSH_MS",
+                            "CUMEMTRACE_FORK", "CUMEMTRACE_OUTPUT", "CUMEMTRACE_BUFFER_KB"}) {
+    EXPECT_TRUE(cumemtrace::preload::is_known_option(known)) << known;
+  }
+  EXPECT_FALSE(cumemtrace::preload::is_known_option("CUMEMTRACE_OUTPT"));
+}
+
+TEST(Config, EchoIsValidJsonWithEveryOptionInForce) {
+  Config c = parse({{"CUMEMTRACE_OUTPUT", "a\"b.jsonl"}, {"CUMEMTRACE_FLUSH_MS", "50"}, {"CUMEMTRACE_FORK", "off"}})
+                 .config;
   cumemtrace::preload::LineBuffer b;
   cumemtrace::preload::append_config_json(b, c);
   const auto j = nlohmann::json::parse(b.view());
   EXPECT_EQ(j["output"], "a\"b.jsonl");
   EXPECT_EQ(j["buffer_kb"], 256);
+  EXPECT_EQ(j["flush_ms"], 50);
+  EXPECT_EQ(j["fork"], "off");
+  EXPECT_EQ(j.size(), 4u) << j.dump();
+}
+
+TEST(Config, ValuesAreCheckedWithTheSameTableForTheLauncher) {
+  using cumemtrace::preload::option_value_problem;
+  EXPECT_EQ(option_value_problem("CUMEMTRACE_FLUSH_MS", "50"), std::nullopt);
+  EXPECT_EQ(option_value_problem("CUMEMTRACE_FORK", "off"), std::nullopt);
+  EXPECT_EQ(option_value_problem("CUMEMTRACE_FLUSH_MS", "0"),
+            "expected a whole number of milliseconds in [1, 600000]");
+  EXPECT_EQ(option_value_problem("CUMEMTRACE_FORK", "sometimes"), "expected 'trace' or 'off'");
+  EXPECT_EQ(option_value_problem("CUMEMTRACE_OUTPUT", ""), "expected a non-empty path template");
+  // Not the table's to judge.
+  EXPECT_EQ(option_value_problem("CUMEMTRACE_POOL", "anything"), std::nullopt);
 }
 
 }  // namespace
