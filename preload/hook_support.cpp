@@ -2,20 +2,39 @@
 
 #include <pthread.h>
 
+#include <atomic>
+
 #include "config.h"
 #include "diagnostics.h"
 #include "real_cuda.h"
+#include "signal_handlers.h"
 
 namespace cumemtrace::preload {
 
 thread_local int ReentryGuard::depth_ = 0;
 
+namespace {
+
+// Leaked on purpose: it must outlive every static destructor that might
+// still free device memory. Replaced (not freed) in a forked child.
+std::atomic<Recorder*> g_recorder{nullptr};
+
+// The recorder a process, or a forked child, starts with.
+Recorder* make_recorder() { return new Recorder(config(), &query_device_from_driver); }
+
+}  // namespace
+
 Recorder& recorder() {
-  // Leaked on purpose: it must outlive every static destructor that might
-  // still free device memory.
-  static Recorder* const instance = new Recorder(config(), &query_device_from_driver);
-  return *instance;
+  Recorder* r = g_recorder.load(std::memory_order_acquire);
+  if (r != nullptr) [[likely]] return *r;
+  // First use: the library constructor, or a hook that ran before it.
+  Recorder* fresh = make_recorder();
+  if (g_recorder.compare_exchange_strong(r, fresh, std::memory_order_acq_rel)) return *fresh;
+  delete fresh;
+  return *r;
 }
+
+Recorder* recorder_if_any() { return g_recorder.load(std::memory_order_acquire); }
 
 void record_alloc_noexcept(const AllocationFacts& facts) noexcept {
   try {
@@ -37,18 +56,51 @@ bool record_free_noexcept(const char* api, std::uintptr_t ptr,
 
 namespace {
 
-void on_fork_in_child() { recorder().on_fork_child(); }
+// A child forked without exec (pthread_atfork runs this in the child, in the
+// forking thread, the only one there). The parent's recorder is left alone:
+// its lines and file are the parent's, and its locks may be held by threads
+// that do not exist here. The child starts from scratch, as a new process
+// would: new buffers and locks, an empty live set (CUDA does not let a child
+// use the parent's context, so what the parent had live is not the child's),
+// no file until the child records its first event (named with its own pid,
+// its header's ppid the parent), the writer thread started then.
+void on_fork_in_child() {
+  Recorder::forget_thread_ids_after_fork();
+  signals::forget_lock_after_fork();
+  Recorder* parent = g_recorder.load(std::memory_order_relaxed);
+  if (parent == nullptr) return;
+  parent->on_fork_child();
+  Recorder* child = nullptr;
+  try {
+    child = make_recorder();
+  } catch (...) {
+    return;  // out of memory in the child: it runs untraced
+  }
+  if (config().fork == ForkMode::off) child->stop_recording();
+  g_recorder.store(child, std::memory_order_release);
+}
 
 __attribute__((constructor)) void cumemtrace_load() {
   // Options are read once, here, so a bad value is reported at start-up.
-  recorder();
+  try {
+    recorder();
+  } catch (...) {
+    warn("out of memory at start-up; this process is not traced");
+  }
+  resolve_exec_functions();
+  TraceWriter::set_process_hooks(&signals::install, &signals::recheck);
   pthread_atfork(nullptr, nullptr, &on_fork_in_child);
 }
 
 // Runs after the program's own static destructors and atexit handlers (the
 // preloaded object is finalised after the objects that were loaded after
-// it), so frees made during their teardown are in the trace.
-__attribute__((destructor)) void cumemtrace_unload() { recorder().on_exit(); }
+// it), so frees made during their teardown are in the trace. A program that
+// exits from its own handler of SIGINT/SIGTERM ends because of the signal.
+__attribute__((destructor)) void cumemtrace_unload() {
+  if (Recorder* r = recorder_if_any()) {
+    r->on_exit(signals::in_program_handler() ? format::EndReason::signal : format::EndReason::exit);
+  }
+}
 
 }  // namespace
 }  // namespace cumemtrace::preload

@@ -10,8 +10,17 @@
 namespace cumemtrace::preload {
 
 // The recorder of this process, created on first use and never destroyed:
-// hooks may run during exit, after static destructors.
+// hooks may run during exit, after static destructors. A forked child gets a
+// recorder of its own (hook_support.cpp).
 Recorder& recorder();
+
+// The recorder if one exists, else nullptr; async-signal-safe (signal
+// handlers and exec, which may run in a vfork child, use it).
+Recorder* recorder_if_any();
+
+// Resolves the real exec functions (flush_on_exec.cpp); called once at load,
+// never later (a vfork child must not call dlsym).
+void resolve_exec_functions();
 
 // Marks that this thread is inside a hook. A hooked function that the real
 // CUDA library calls from inside another hook (runtime → driver) is then

@@ -10,4 +10,14 @@ namespace cumemtrace::preload {
 // Returns the descriptor, or -errno.
 int create_trace_file(const std::string& path);
 
+// `path` with ".N" before its trace extension: t.jsonl → t.1.jsonl,
+// t.jsonl.zst → t.1.jsonl.zst, t.zst → t.1.zst, t → t.1.
+std::string numbered_trace_path(const std::string& path, int n);
+
+// Like create_trace_file; when `path` exists and `numbered_if_taken`, tries
+// numbered_trace_path(path, 1), 2, … instead, and updates `path` to the name
+// created. Used when the name holds the pid: a process that exec'd keeps its
+// pid, and its new program's trace must not fail on the old program's file.
+int create_trace_file(std::string& path, bool numbered_if_taken);
+
 }  // namespace cumemtrace::preload

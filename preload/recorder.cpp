@@ -21,12 +21,13 @@ std::uint64_t unix_now_ns() {
          static_cast<std::uint64_t>(ts.tv_nsec);
 }
 
+// gettid is a system call: asked once per thread. Initial-exec TLS with a
+// constant initialiser: no __tls_get_addr call and no guard on each event.
+thread_local long t_tid __attribute__((tls_model("initial-exec"))) = 0;
+
 long thread_id() {
-  // gettid is a system call: asked once per thread. Initial-exec TLS with a
-  // constant initialiser: no __tls_get_addr call and no guard on each event.
-  static thread_local long tid __attribute__((tls_model("initial-exec"))) = 0;
-  if (tid == 0) tid = static_cast<long>(::syscall(SYS_gettid));
-  return tid;
+  if (t_tid == 0) t_tid = static_cast<long>(::syscall(SYS_gettid));
+  return t_tid;
 }
 
 void append_common(LineBuffer& body, const char* api, format::MemoryKind kind, int dev,
@@ -45,7 +46,7 @@ Recorder::Recorder(const Config& config, DeviceQuery query)
     : config_(config),
       query_(query),
       start_unix_ns_(unix_now_ns()),
-      writer_(TraceWriter::monotonic_now_ns(), config.buffer_kb * 1024) {}
+      writer_(TraceWriter::monotonic_now_ns(), config.buffer_kb * 1024, config.flush_ms) {}
 
 bool Recorder::ensure_trace_open() {
   if (writer_.is_open()) return true;
@@ -65,7 +66,10 @@ void Recorder::write_header() {
   values.start_unix_ns = start_unix_ns_;
   // Always a value: the start time is known here.
   std::string path = format::expand_output_template(config_.output_template, values).value_or("");
-  const int fd = create_trace_file(path);
+  // A name with the pid may be taken by this very process: it exec'd, and
+  // the program before the exec wrote a trace under the same pid.
+  const bool pid_in_name = config_.output_template.find("%p") != std::string::npos;
+  const int fd = create_trace_file(path, pid_in_name);
   if (fd < 0) {
     warn("cannot create the trace file %s: %s; this process is not traced", path.c_str(),
          std::strerror(-fd));
@@ -92,7 +96,7 @@ void Recorder::write_header() {
   header.key("config");
   append_config_json(header, config_);
   header.ch('}');
-  writer_.attach(fd, std::move(path), header);
+  if (!writer_.attach(fd, std::move(path), header)) open_failed_.store(true, std::memory_order_relaxed);
 }
 
 void Recorder::describe_device_once(int dev) {
@@ -143,19 +147,54 @@ bool Recorder::on_free(const char* api, std::uintptr_t ptr, std::optional<std::u
   return true;
 }
 
-void Recorder::on_exit() {
+namespace {
+
+// reason, live and live_bytes of the `end` line; the writer adds `dropped`.
+// No allocation: the signal paths use it.
+void append_end_fields(LineBuffer& end, format::EndReason reason, const LiveTable& live) {
+  end.field_plain("reason", format::name(reason))
+      .field("live", live.count())
+      .field("live_bytes", live.bytes());
+}
+
+}  // namespace
+
+void Recorder::on_exit(format::EndReason reason) {
   if (inert_.load(std::memory_order_relaxed) || !writer_.is_open()) return;
   LineBuffer end;
-  end.field_str("reason", format::name(format::EndReason::exit))
-      .field("live", live_.count())
-      .field("live_bytes", live_.bytes())
-      .field("dropped", writer_.dropped());
+  append_end_fields(end, reason, live_);
   writer_.finish(end);
 }
+
+void Recorder::flush_from_signal() noexcept {
+  if (!inert_.load(std::memory_order_relaxed)) writer_.flush_from_signal();
+}
+
+void Recorder::on_fatal_signal(int signo) noexcept {
+  if (inert_.load(std::memory_order_relaxed) || !writer_.is_open()) return;
+  LineBuffer end;
+  append_end_fields(end, format::EndReason::signal, live_);
+  end.field_i("signal", signo);
+  writer_.finish_from_signal(end);
+}
+
+bool Recorder::on_exec_begin() noexcept {
+  if (inert_.load(std::memory_order_relaxed) || !writer_.is_open()) return false;
+  LineBuffer end;
+  append_end_fields(end, format::EndReason::exec, live_);
+  return writer_.begin_exec(end);
+}
+
+void Recorder::on_exec_failed() noexcept { writer_.exec_failed(); }
 
 void Recorder::on_fork_child() {
   inert_.store(true, std::memory_order_relaxed);
   writer_.abandon_after_fork();
+}
+
+void Recorder::forget_thread_ids_after_fork() {
+  t_tid = 0;
+  TraceWriter::forget_thread_ids_after_fork();
 }
 
 }  // namespace cumemtrace::preload

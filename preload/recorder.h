@@ -53,13 +53,40 @@ class Recorder {
   // that reuses the address). False if the pointer is not one we recorded.
   bool on_free(const char* api, std::uintptr_t ptr, std::optional<std::uintptr_t> stream);
 
-  // Normal process exit: writes `end` and closes the trace.
-  void on_exit();
+  // ---- lifecycle -----------------------------------------------------------
 
-  // In a forked child: the parent's buffered lines and file are not ours,
+  // Process exit: writes `end` (reason exit, or signal when the program exits
+  // from its own handler of a terminating signal) and closes the trace.
+  void on_exit(format::EndReason reason = format::EndReason::exit);
+
+  // Async-signal-safe. Writes everything recorded so far (before the
+  // program's own handler of a terminating signal runs).
+  void flush_from_signal() noexcept;
+  // Async-signal-safe. The process is about to die of `signo` (default
+  // action): writes everything and `end` with reason signal.
+  void on_fatal_signal(int signo) noexcept;
+
+  // Async-signal-safe. Before this process execs another program: writes
+  // everything and `end` with reason exec. If the exec fails,
+  // on_exec_failed() takes `end` back and recording goes on.
+  bool on_exec_begin() noexcept;
+  void on_exec_failed() noexcept;
+
+  // This recorder is the parent's, seen from a forked child (which gets a
+  // recorder of its own): the buffered lines and the file are the parent's,
   // and locks held by the parent's other threads will never be released, so
   // from here on this recorder touches no lock and records nothing.
   void on_fork_child();
+
+  // Records nothing from now on (a forked child with CUMEMTRACE_FORK=off).
+  void stop_recording() { inert_.store(true, std::memory_order_relaxed); }
+
+  // Everything recorded so far reaches the kernel (tests).
+  void flush() { writer_.flush(); }
+
+  // In a forked child, before anything is recorded: thread ids cached by
+  // the forking thread are the parent's.
+  static void forget_thread_ids_after_fork();
 
   const TraceWriter& writer() const { return writer_; }
   std::uint64_t live_count() const { return live_.count(); }

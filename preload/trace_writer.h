@@ -1,106 +1,198 @@
-// Buffered JSON Lines writer for the injected side.
+// The trace writer of the injected side: lock-free on the recording threads,
+// crash-safe on the way out.
 //
-// Every event line is committed under one short lock that also takes its
-// timestamp, so lines appear in non-decreasing `t` and a `free` committed
-// before the real free always precedes the `alloc` that later reuses the
-// address (TRACE_FORMAT.md, Order). Building the line happens before the lock;
-// the lock covers a clock read and a memcpy. Full buffers are written by the
-// thread that filled them, after it has released the buffer lock, so other
-// threads keep appending to the spare buffer meanwhile.
+// Recording (emit) takes no lock. Each thread appends its lines to its own
+// log (flush_log.h); one atomic counter gives every emit() its place `seq`,
+// taken after the clock is read, so a `free` recorded before the real free
+// always precedes the `alloc` that later reuses the address (TRACE_FORMAT.md,
+// Order: the free's counter increment happens-before the alloc's). Whoever
+// holds the output lock — a background thread every flush interval or when a
+// thread's buffer fills, the exit path, a signal handler — merges the logs in
+// `seq` order, formats `t` (kept non-decreasing) and writes whole lines.
+//
+// Output paths and what they may touch:
+//  - the background thread (flush_thread.cpp): everything;
+//  - finish() at exit: everything, waiting a bounded time for the lock;
+//  - *_from_signal(): async-signal-safe only: a try-lock that gives up, no
+//    allocation, no waiting on other threads, write(2);
+//  - abandon_after_fork(): touches no lock (a forked child builds a new writer).
 #pragma once
+
+#include <sys/types.h>
 
 #include <atomic>
 #include <cstdint>
-#include <cstring>
-#include <memory>
 #include <initializer_list>
-#include <mutex>
+#include <memory>
 #include <string>
 #include <string_view>
+#include <vector>
 
+#include "flush_log.h"
+#include "flush_sink.h"
 #include "line_buffer.h"
 
 namespace cumemtrace::preload {
 
 class TraceWriter {
  public:
-  // `monotonic_start_ns` is t = 0 of the trace.
-  TraceWriter(std::uint64_t monotonic_start_ns, std::size_t buffer_bytes);
+  static constexpr std::uint32_t kDefaultFlushIntervalMs = 200;
+
+  // `monotonic_start_ns` is t = 0 of the trace; `buffer_bytes` the size of
+  // each thread's buffer chunks (a full chunk wakes the background thread).
+  TraceWriter(std::uint64_t monotonic_start_ns, std::size_t buffer_bytes,
+              std::uint32_t flush_interval_ms = kDefaultFlushIntervalMs);
   TraceWriter(const TraceWriter&) = delete;
   TraceWriter& operator=(const TraceWriter&) = delete;
+  // Stops the background thread and frees the logs; no emit may run. The
+  // preload never destroys its writer (hooks may run during exit).
   ~TraceWriter();
 
-  // Takes ownership of `fd` and writes `header` (a complete JSON object,
-  // without the newline) as the first line.
-  void attach(int fd, std::string path, const LineBuffer& header);
+  // Takes ownership of `fd`, writes `header` (a complete JSON object without
+  // the newline) as the first line and starts the background thread. A path
+  // ending in ".zst" is written as a zstd stream. False if that fails (the
+  // descriptor is closed and nothing is traced).
+  bool attach(int fd, std::string path, const LineBuffer& header);
 
   bool is_open() const { return state_.load(std::memory_order_acquire) == State::open; }
 
-  // One event line: {"ev":"<ev>","t":<now><body>} where `body` holds the
+  // One event line: {"ev":"<ev>","t":<t><body>} where `body` holds the
   // fields that follow `t`, each starting with a comma.
   struct Line {
     std::string_view ev;
     const LineBuffer& body;
   };
 
-  // Appends the lines, in order, with one timestamp under one lock (an alloc
-  // and its segment twin cost one lock). Returns the `t` they carry.
+  // Records the lines, in order, with one timestamp. Returns the `t` read
+  // (the line may carry a slightly later one: `t` never decreases in the file).
   std::uint64_t emit(std::initializer_list<Line> lines);
   std::uint64_t emit(std::string_view ev, const LineBuffer& body) { return emit({Line{ev, body}}); }
 
-  // Emits the `end` line, writes everything buffered and closes the file.
-  // Later emits are dropped.
+  // Everything emitted before the call reaches the kernel before it returns.
+  void flush();
+
+  // Writes everything, then the `end` line: {"ev":"end","t":…<end_body>,"dropped":N}
+  // and closes the file. Later emits are counted as dropped, not written.
   void finish(const LineBuffer& end_body);
 
-  // Forgets the file without writing: for a forked child, whose copy of the
-  // buffer belongs to the parent's trace.
+  // Async-signal-safe. Writes what the threads have recorded so far; nothing
+  // if the output lock cannot be had (held by this thread, or by another for
+  // longer than a short wait).
+  void flush_from_signal();
+  // Async-signal-safe. flush_from_signal, then the `end` line; the trace is
+  // finished.
+  void finish_from_signal(const LineBuffer& end_body);
+
+  // Before exec: writes everything and the `end` line, and keeps the output
+  // lock, so nothing follows `end` if the exec succeeds. If it fails,
+  // exec_failed() takes `end` back and tracing goes on. Async-signal-safe
+  // (exec may be called from a handler). False: nothing was written.
+  bool begin_exec(const LineBuffer& end_body);
+  void exec_failed();
+
+  // In a forked child: the buffered lines and the file belong to the parent,
+  // and locks may be held by threads that do not exist here. Closes the
+  // child's copy of the descriptor and touches nothing else.
   void abandon_after_fork();
 
-  // Lines that could not be written (write errors, events after `finish`).
+  // Lines that could not be written (write errors, events after the end).
   std::uint64_t dropped() const { return dropped_.load(std::memory_order_relaxed); }
+
+  const std::string& path() const { return sink_.path(); }
+
+  // Process-wide hooks of the preload: `on_open` runs when a writer's trace
+  // opens (the preload installs its signal handlers then, not before: a
+  // process that records nothing is left as it was); `periodic` runs on the
+  // background thread after each flush (the preload re-checks its handlers).
+  using ProcessHook = void (*)();
+  static void set_process_hooks(ProcessHook on_open, ProcessHook periodic);
 
   static std::uint64_t monotonic_now_ns();
 
+  // In a forked child: the thread ids this thread cached are the parent's.
+  static void forget_thread_ids_after_fork();
+
  private:
   enum class State : int { closed_before_open, open, finished };
+  // How a drain treats a record that is still being written (a gap in seq).
+  enum class Drain { background, final, signal };
 
-  // A byte buffer that appends with one memcpy; it grows only for a line
-  // longer than the slack it keeps beyond the flush threshold.
-  class Chunk {
-   public:
-    explicit Chunk(std::size_t capacity);
-    void append(std::string_view s) {
-      if (size_ + s.size() > capacity_) grow(s.size());
-      std::memcpy(data_.get() + size_, s.data(), s.size());
-      size_ += s.size();
-    }
-    const char* data() const { return data_.get(); }
-    std::size_t size() const { return size_; }
-    void clear() { size_ = 0; }
-
-   private:
-    void grow(std::size_t more);
-    std::unique_ptr<char[]> data_;
-    std::size_t size_ = 0;
-    std::size_t capacity_ = 0;
+  struct HeapEntry {
+    std::uint64_t seq;
+    flush::ThreadLog* log;
   };
 
-  void write_out(Chunk& chunk);  // caller holds io_mutex_
+  // Producer side (trace_writer.cpp).
+  flush::ThreadLog* thread_log();
+  flush::ThreadLog* claim_log();
+  char* reserve(flush::ThreadLog& log, std::uint32_t size);
+  flush::LogChunk* new_chunk(std::uint32_t size);
+  void count_dropped(std::uint64_t lines) { dropped_.fetch_add(lines, std::memory_order_relaxed); }
+  static flush::ThreadLog* first_log();
 
+  // Consumer side (flush_merge.cpp); the caller holds the output lock.
+  void drain(Drain mode);
+  bool drain_round(Drain mode, bool skip_gaps);  // false: stopped at a gap
+  bool peek(flush::ThreadLog& log, flush::RecordHeader& out);
+  void format_record(flush::ThreadLog& log, const flush::RecordHeader& r, bool may_allocate);
+  void write_output();
+  void write_end_line(const LineBuffer& end_body);
+  void release_drained(flush::ThreadLog& log);
+  void free_chunks(flush::ThreadLog& log);
+  void release_all_logs();
+  void recycle(flush::ThreadLog& log, flush::LogChunk* chunk);
+
+  // Background thread and output lock (flush_thread.cpp).
+  void start_flusher();
+  void flusher_main();
+  static void* flusher_entry(void* self);
+  void wake_flusher();
+  bool only_this_thread_left() const;
+  bool lock_output(std::uint64_t budget_ns);
+  bool try_lock_output_from_signal();
+  void unlock_output();
+  bool owned_by_this_process() const;
+  static bool compression_is_safe_here();
+  static void run_open_hook();
+
+  const std::uint64_t id_;  // tells this writer's logs from another's
   const std::uint64_t start_ns_;
-  const std::size_t flush_threshold_;
+  const std::uint32_t chunk_bytes_;
+  const std::uint32_t flush_interval_ms_;
+  const std::uint64_t memory_cap_;
+  const pid_t owner_pid_;
+
   std::atomic<State> state_{State::closed_before_open};
   std::atomic<std::uint64_t> dropped_{0};
+  std::atomic<std::uint64_t> chunk_bytes_outstanding_{0};
+  std::atomic<bool> warned_backlog_{false};
 
-  std::mutex buffer_mutex_;  // guards active_ and the order of lines
-  Chunk active_;
-  std::uint64_t last_t_ = 0;
+  alignas(64) std::atomic<std::uint64_t> next_seq_{0};
 
-  std::mutex io_mutex_;      // guards fd_, spare_ and the order of writes
-  Chunk spare_;
-  int fd_ = -1;
-  std::string path_;
-  bool warned_write_error_ = false;
+  // Wakes the background thread (futex word) and tells waiting producers
+  // that memory was given back (futex word).
+  alignas(64) std::atomic<std::uint32_t> wake_word_{0};
+  std::atomic<std::uint32_t> space_word_{0};
+  std::atomic<std::uint32_t> backlog_waiters_{0};
+  std::atomic<bool> flusher_started_{false};
+  std::atomic<bool> flusher_stop_{false};
+  std::atomic<bool> flusher_running_{false};
+  std::atomic<pid_t> flusher_tid_{0};
+
+  // Output lock: the thread id of its holder, 0 when free.
+  alignas(64) std::atomic<pid_t> output_owner_{0};
+  // Consumer state, guarded by the output lock.
+  flush::TraceSink sink_;
+  std::vector<HeapEntry> heap_;
+  std::unique_ptr<char[]> out_;
+  std::size_t out_capacity_ = 0;
+  std::size_t out_size_ = 0;
+  std::uint64_t out_lines_ = 0;
+  std::uint64_t next_seq_to_write_ = 0;
+  std::uint64_t last_t_written_ = 0;
+  std::uint64_t gap_seq_ = 0;         // a gap the background drain is waiting on
+  std::uint64_t gap_since_ns_ = 0;
+  off_t exec_rollback_ = 0;
 };
 
 }  // namespace cumemtrace::preload
