@@ -1,5 +1,6 @@
-// `cumemtrace run [--output PATH] -- CMD ARGS...`: runs a program with
-// libcumemtrace.so preloaded and exits as the program did.
+// `cumemtrace run [OPTIONS] -- CMD ARGS...`: runs a program with
+// libcumemtrace.so preloaded, its options passed on as CUMEMTRACE_*
+// variables, and exits as the program did.
 #include <fcntl.h>
 #include <limits.h>
 #include <signal.h>
@@ -8,15 +9,18 @@
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <array>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "commands.h"
+#include "config.h"
 #include "cumemtrace/output_template.h"
 #include "cumemtrace/trace_format.h"
 #include "exit_codes.h"
@@ -27,6 +31,9 @@ namespace {
 
 constexpr const char* kLibraryName = "libcumemtrace.so";
 constexpr const char* kLibraryEnv = "CUMEMTRACE_LIBRARY";
+// NVTX loads the tool named here into programs that use NVTX ranges: ours,
+// already preloaded, turns them into `mark` events.
+constexpr const char* kNvtxInjectionEnv = "NVTX_INJECTION64_PATH";
 constexpr std::array<int, 4> kForwardedSignals{SIGINT, SIGTERM, SIGHUP, SIGQUIT};
 
 volatile sig_atomic_t g_child_pid = 0;
@@ -119,6 +126,74 @@ std::string output_template(const RunArgs& args) {
   return format::kDefaultOutputTemplate;
 }
 
+// A flag of `run` and the variable that carries it to the library.
+struct ForwardedOption {
+  const char* flag;
+  const char* env;
+  std::optional<std::string> RunArgs::*value;
+};
+
+constexpr ForwardedOption kForwarded[] = {
+    {"--pool", "CUMEMTRACE_POOL", &RunArgs::pool},
+    {"--pool-conf", "CUMEMTRACE_POOL_CONF", &RunArgs::pool_conf},
+    {"--stacks", "CUMEMTRACE_STACKS", &RunArgs::stacks},
+    {"--flush-ms", "CUMEMTRACE_FLUSH_MS", &RunArgs::flush_ms},
+    {"--fork", "CUMEMTRACE_FORK", &RunArgs::fork},
+};
+
+// Checks for the options the library's table (preload/config.cpp) does not
+// parse yet; each goes when its option joins the table, whose own check
+// (option_value_problem) then applies.
+std::optional<std::string> check_outside_the_table(std::string_view env, std::string_view value) {
+  if (env == "CUMEMTRACE_POOL" && value != "caching" && value != "passthrough") {
+    return "expected 'caching' or 'passthrough'";
+  }
+  if (env == "CUMEMTRACE_STACKS") {
+    const bool digits = !value.empty() && value.size() <= 3 &&
+                        value.find_first_not_of("0123456789") == std::string_view::npos;
+    if (!digits || std::stoi(std::string(value)) > 256) {
+      return "expected a stack depth in [0, 256] (0: no stacks)";
+    }
+  }
+  if (env == "CUMEMTRACE_POOL_CONF") {
+    // key:value[,key:value...], as PYTORCH_CUDA_ALLOC_CONF; the pool checks
+    // the keys and values themselves.
+    std::size_t start = 0;
+    do {
+      const std::size_t end = std::min(value.find(',', start), value.size());
+      const std::string_view entry = value.substr(start, end - start);
+      const std::size_t colon = entry.find(':');
+      if (colon == 0 || colon == std::string_view::npos || colon + 1 == entry.size()) {
+        return "expected key:value entries separated by commas";
+      }
+      start = end + 1;
+    } while (start <= value.size());
+  }
+  return std::nullopt;
+}
+
+// Sets the library's variables from the flags; false (after one line on
+// stderr) for a bad value.
+bool pass_options_on(const RunArgs& args, const std::string& library) {
+  for (const ForwardedOption& option : kForwarded) {
+    const std::optional<std::string>& value = args.*option.value;
+    if (!value) continue;
+    std::optional<std::string> problem = preload::option_value_problem(option.env, *value);
+    if (!problem) problem = check_outside_the_table(option.env, *value);
+    if (problem) {
+      spdlog::error("{} '{}': {}", option.flag, *value, *problem);
+      return false;
+    }
+    ::setenv(option.env, value->c_str(), 1);
+  }
+  if (!args.output.empty()) ::setenv(format::kEnvOutput, args.output.c_str(), 1);
+  // Every allocation becomes a cudaMalloc of its own, so the trace is
+  // tensor-level (DESIGN.md, the instrumented caching pool).
+  if (args.torch_tensors) ::setenv("PYTORCH_NO_CUDA_MEMORY_CACHING", "1", 1);
+  ::setenv(kNvtxInjectionEnv, library.c_str(), 0);  // the user's own choice stays
+  return true;
+}
+
 int exit_status_of(int status) {
   if (WIFEXITED(status)) return WEXITSTATUS(status);
   if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
@@ -192,6 +267,27 @@ CLI::App* add_run_command(CLI::App& app, RunArgs& args) {
   run->add_option("-o,--output", args.output,
                   "Trace path template: %p pid, %h host, %r rank, %t start time "
                   "(default cumemtrace.%h.%p.jsonl; a .zst suffix compresses)");
+  run->add_option("--pool", args.pool,
+                  "caching (default: cumemtrace's instrumented pool serves allocations) or "
+                  "passthrough (every call forwarded; the trace shows the program's own allocator)")
+      ->type_name("caching|passthrough");
+  run->add_option("--pool-conf", args.pool_conf,
+                  "Pool settings, as PYTORCH_CUDA_ALLOC_CONF: key:value,... "
+                  "(e.g. max_split_size_mb:128,expandable_segments:true)")
+      ->type_name("KEY:VALUE,...");
+  run->add_option("--stacks", args.stacks, "Call stack depth recorded per event (default 32; 0: none)")
+      ->type_name("DEPTH");
+  run->add_option("--flush-ms", args.flush_ms,
+                  "Longest time an event waits before it is written (default 200): a killed "
+                  "program loses at most this much")
+      ->type_name("MS");
+  run->add_option("--fork", args.fork,
+                  "What a child forked without exec records: trace (its own trace file, the "
+                  "default) or off")
+      ->type_name("trace|off");
+  run->add_flag("--torch-tensors", args.torch_tensors,
+                "Set PYTORCH_NO_CUDA_MEMORY_CACHING=1: PyTorch allocates each tensor with "
+                "cudaMalloc, so the trace shows tensors, not PyTorch's cached segments");
   run->add_option("command", args.command, "The program and its arguments (after --)")->required();
   // Everything from the program's name on belongs to the program, options included.
   run->positionals_at_end();
@@ -200,8 +296,7 @@ CLI::App* add_run_command(CLI::App& app, RunArgs& args) {
 
 int run_command(const RunArgs& args) {
   const std::optional<std::string> library = find_preload_library();
-  if (!library || !add_to_ld_preload(*library)) return kExitUsage;
-  if (!args.output.empty()) ::setenv(format::kEnvOutput, args.output.c_str(), 1);
+  if (!library || !pass_options_on(args, *library) || !add_to_ld_preload(*library)) return kExitUsage;
 
   // Block the forwarded signals until the child's pid is known, so none is lost.
   sigset_t forwarded, original_mask;
