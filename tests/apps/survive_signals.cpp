@@ -3,10 +3,13 @@
 // waits for a signal, faults, aborts, or fills its file-size limit.
 //
 //   survive_signals wait                      wait for any signal (default actions)
-//   survive_signals handler before|after exit|continue
+//   survive_signals handler before|after|sysv exit|continue|reraise
 //        SIGINT/SIGTERM handlers installed before the first CUDA call or after
-//        the trace is open; on the signal they exit(3) from the handler, or
-//        set a flag after which main frees everything and returns 0
+//        the trace is open (sysv: after, with sysv_signal, which does not go
+//        through sigaction: cumemtrace finds it on its next flush); on the signal they exit(3) from the handler, or
+//        set a flag after which main frees everything and returns 0, or
+//        (reraise) frees everything, restores the default action and sends
+//        itself the signal again, as CPython does after a KeyboardInterrupt
 //   survive_signals segv | abort              fault after the pattern
 //   survive_signals segv-handler              a program SIGSEGV handler that
 //        reports, restores the default and returns (the fault repeats)
@@ -44,7 +47,7 @@ void ready() {
 }
 
 void exit_from_handler(int) { std::exit(3); }
-void set_flag(int) { g_signalled = 1; }
+void set_flag(int signo) { g_signalled = signo; }
 
 void install(void (*handler)(int)) {
   struct sigaction a {};
@@ -78,13 +81,24 @@ int main(int argc, char** argv) {
   }
   if (mode == "handler" && argc == 4) {
     const bool before = std::strcmp(argv[2], "before") == 0;
+    const bool sysv = std::strcmp(argv[2], "sysv") == 0;
     void (*handler)(int) = std::strcmp(argv[3], "exit") == 0 ? exit_from_handler : set_flag;
     if (before) install(handler);
     allocate_pattern();
-    if (!before) install(handler);
+    if (sysv) {
+      sysv_signal(SIGINT, handler);
+      sysv_signal(SIGTERM, handler);
+    } else if (!before) {
+      install(handler);
+    }
     ready();
     while (!g_signalled) pause();
     for (void* p : live) must_free(p);
+    if (std::strcmp(argv[3], "reraise") == 0) {
+      const int signo = g_signalled;
+      signal(signo, SIG_DFL);
+      kill(getpid(), signo);
+    }
     return 0;
   }
   if (mode == "segv" || mode == "segv-handler") {

@@ -170,6 +170,19 @@ TEST(Survive, ProgramSignalHandlersStillRun) {
       EXPECT_EQ(count_events(lines)["free"], 6) << "the program went on after its handler";
       EXPECT_EQ(lines.back()["reason"], "exit");
       EXPECT_EQ(lines.back()["live"], 0);
+
+      // CPython's way out of a KeyboardInterrupt: default action restored
+      // (through our sigaction: ours stays in front), the signal sent again.
+      running = start_command({kApps + "/survive_signals", "handler", when, "reraise"},
+                              preloaded(dir / "v.jsonl"), dir);
+      wait_for_ready(running);
+      kill(running.pid, signo);
+      r = wait_command(running);
+      EXPECT_EQ(r.exit_code, 128 + signo) << when << " " << signo << ": " << r.err;
+      lines = read_json_lines(dir / "v.jsonl");
+      EXPECT_EQ(count_events(lines)["free"], 6);
+      EXPECT_EQ(lines.back()["reason"], "signal");
+      EXPECT_EQ(lines.back()["signal"], signo);
     }
   }
 }
@@ -193,6 +206,22 @@ TEST(Survive, FaultsKeepTheirStatusAndLeaveEverythingBeforeThem) {
       EXPECT_EQ(r.err.find("cumemtrace"), std::string::npos) << r.err;
     }
   }
+}
+
+TEST(Survive, HandlerSetBehindOurBackIsFoundOnTheNextFlush) {
+  // sysv_signal sets the handler without calling sigaction; the writer
+  // thread's re-check puts ours back in front within one flush interval.
+  TempDir dir;
+  const auto running = start_command({kApps + "/survive_signals", "handler", "sysv", "exit"},
+                                     preloaded(dir / "t.jsonl", {{"CUMEMTRACE_FLUSH_MS", "20"}}), dir);
+  wait_for_ready(running);
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  kill(running.pid, SIGTERM);
+  const auto r = wait_command(running);
+  EXPECT_EQ(r.exit_code, 3) << r.err;
+  const auto lines = read_json_lines(dir / "t.jsonl");
+  expect_pattern(lines);
+  EXPECT_EQ(lines.back()["reason"], "signal") << "the program's handler was called by ours";
 }
 
 // ---- exit paths ------------------------------------------------------------------
