@@ -102,9 +102,11 @@ constexpr OptionSpec kOptions[] = {
 // them on their own: known, so no "unknown option" warning. An option moves
 // from here into kOptions when this library's table starts to parse it.
 constexpr std::string_view kKnownElsewhere[] = {
-    "CUMEMTRACE_LIBRARY",  // `cumemtrace run`: where libcumemtrace.so is
-    "CUMEMTRACE_STACKS",   // call-stack depth (the stacks part)
-    "CUMEMTRACE_POOL",     // caching / passthrough (the pool)
+    "CUMEMTRACE_LIBRARY",          // `cumemtrace run`: where libcumemtrace.so is
+    "CUMEMTRACE_BUILD_DIR",        // scripts/build.sh, test.sh: often exported while testing
+    "CUMEMTRACE_BENCH_BUILD_DIR",  // scripts/bench.sh
+    "CUMEMTRACE_STACKS",           // call-stack depth (the stacks part)
+    "CUMEMTRACE_POOL",             // caching / passthrough (the pool)
     "CUMEMTRACE_POOL_CONF",
     "CUMEMTRACE_POOL_SAMPLE_MS",
 };

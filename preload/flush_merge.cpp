@@ -142,11 +142,10 @@ void TraceWriter::drain(Drain mode) {
   }
   const std::uint64_t start = monotonic_now_ns();
   const std::uint64_t budget = mode == Drain::final ? kFinalGapWaitNs : kBackgroundGapWaitNs;
-  for (bool skip = false;; skip = false) {
-    if (mode == Drain::background && gap_since_ns_ != 0 && gap_seq_ == next_seq_to_write_ &&
-        start - gap_since_ns_ > kGapGiveUpNs) {
-      skip = true;
-    }
+  for (;;) {
+    // A gap that has held back the lines after it for too long is skipped.
+    const bool skip = mode == Drain::background && gap_since_ns_ != 0 &&
+                      gap_seq_ == next_seq_to_write_ && monotonic_now_ns() - gap_since_ns_ > kGapGiveUpNs;
     const std::uint64_t waiting_on = gap_seq_;
     if (drain_round(mode, skip)) {
       gap_since_ns_ = 0;

@@ -129,6 +129,7 @@ TEST(Config, EachBadValueOfSeveralGetsItsOwnLine) {
 TEST(Config, UnknownOptionIsNamedInAWarningAndOptionsReadElsewhereAreNot) {
   const auto p = parse({{"CUMEMTRACE_OUTPT", "typo.jsonl"},
                         {"CUMEMTRACE_LIBRARY", "/x.so"},
+                        {"CUMEMTRACE_BUILD_DIR", "/b"},
                         {"CUMEMTRACE_STACKS", "8"},
                         {"CUMEMTRACE_POOL", "caching"},
                         {"CUMEMTRACE_POOL_CONF", "max_split_size_mb:64"},
