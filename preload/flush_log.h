@@ -90,6 +90,9 @@ struct ThreadLog {
   alignas(64) LogChunk* head = nullptr;  // oldest chunk still held
   LogChunk* read_chunk = nullptr;
   std::uint32_t read_offset = 0;
+  // read_chunk's `committed` as last loaded: records below it are read
+  // without touching the cache line the producer stores to at every record.
+  std::uint32_t read_limit = 0;
 
   // A drained chunk the consumer hands back, so the producer rarely mallocs.
   alignas(64) std::atomic<LogChunk*> spare{nullptr};

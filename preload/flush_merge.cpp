@@ -39,16 +39,20 @@ bool TraceWriter::peek(ThreadLog& log, flush::RecordHeader& out) {
   LogChunk* chunk = log.read_chunk;
   if (chunk == nullptr) return false;
   for (;;) {
-    if (log.read_offset < chunk->committed.load(std::memory_order_acquire)) {
+    if (log.read_offset < log.read_limit) {
       std::memcpy(&out, chunk->bytes() + log.read_offset, sizeof out);
       return true;
     }
+    log.read_limit = chunk->committed.load(std::memory_order_acquire);
+    if (log.read_offset < log.read_limit) continue;
     LogChunk* next = chunk->next.load(std::memory_order_acquire);
     if (next == nullptr) return false;
     // `next` is stored after the chunk's last commit: re-read it.
-    if (log.read_offset < chunk->committed.load(std::memory_order_acquire)) continue;
+    log.read_limit = chunk->committed.load(std::memory_order_acquire);
+    if (log.read_offset < log.read_limit) continue;
     log.read_chunk = next;
     log.read_offset = 0;
+    log.read_limit = 0;
     chunk = next;
   }
 }
@@ -123,11 +127,16 @@ bool TraceWriter::drain_round(Drain mode, bool skip_gaps) {
     }
     std::pop_heap(heap_.begin(), heap_.end(), later);
     heap_.pop_back();
+    // The log's records follow one another while no other thread's record
+    // comes between them (one busy thread, a burst): no heap work for those.
     flush::RecordHeader r;
-    peek(*top.log, r);
-    format_record(*top.log, r, may_allocate);
-    next_seq_to_write_ = std::max(next_seq_to_write_, r.seq + 1);
-    if (peek(*top.log, r)) {
+    bool more = peek(*top.log, r);
+    do {
+      format_record(*top.log, r, may_allocate);
+      next_seq_to_write_ = std::max(next_seq_to_write_, r.seq + 1);
+      more = peek(*top.log, r);
+    } while (more && r.seq == next_seq_to_write_);
+    if (more) {
       heap_.push_back({r.seq, top.log});
       std::push_heap(heap_.begin(), heap_.end(), later);
     }
@@ -206,7 +215,7 @@ void TraceWriter::free_chunks(ThreadLog& log) {
     LogChunk::destroy(spare);
   }
   log.head = log.read_chunk = log.tail = nullptr;
-  log.read_offset = log.tail_used = 0;
+  log.read_offset = log.tail_used = log.read_limit = 0;
 }
 
 void TraceWriter::release_all_logs() {

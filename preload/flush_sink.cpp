@@ -26,18 +26,22 @@ namespace {
 // level, and the writer thread must keep up with the busiest program.
 constexpr int kZstdLevel = 1;
 
+thread_local bool t_signals_blocked __attribute__((tls_model("initial-exec"))) = false;
+
 // Writing past RLIMIT_FSIZE raises SIGXFSZ, whose default action kills the
 // process: a trace must never do that to the program. The signal is blocked
 // around our writes (write(2) then fails with EFBIG) and a SIGXFSZ our write
-// left pending is taken back.
+// left pending is taken back. The writer thread blocks it for good.
 class XfszBlocked {
  public:
-  XfszBlocked() {
+  XfszBlocked() : active_(!t_signals_blocked) {
+    if (!active_) return;
     sigemptyset(&xfsz_);
     sigaddset(&xfsz_, SIGXFSZ);
     pthread_sigmask(SIG_BLOCK, &xfsz_, &previous_);
   }
   ~XfszBlocked() {
+    if (!active_) return;
     if (caused_ && !sigismember(&previous_, SIGXFSZ)) {
       const timespec zero{};
       sigtimedwait(&xfsz_, nullptr, &zero);
@@ -47,6 +51,7 @@ class XfszBlocked {
   void note_error(int err) { caused_ |= err == EFBIG; }
 
  private:
+  const bool active_;
   sigset_t xfsz_, previous_;
   bool caused_ = false;
 };
@@ -56,6 +61,8 @@ std::uint64_t count_lines(const char* p, std::size_t n) {
 }
 
 }  // namespace
+
+void TraceSink::note_signals_blocked_on_this_thread() { t_signals_blocked = true; }
 
 TraceSink::~TraceSink() {
   close();

@@ -56,6 +56,10 @@ class TraceSink {
 
   const std::string& path() const { return path_; }
 
+  // The calling thread blocks every signal (the writer thread): writes need
+  // not block SIGXFSZ around themselves.
+  static void note_signals_blocked_on_this_thread();
+
  private:
   std::uint64_t write_raw(const char* data, std::size_t size);  // false on error
   std::uint64_t compress(const char* data, std::size_t size, int directive);

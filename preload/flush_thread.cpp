@@ -146,8 +146,11 @@ void* TraceWriter::flusher_entry(void* self) {
 
 void TraceWriter::flusher_main() {
   pthread_setname_np(pthread_self(), "cumemtrace-io");
+  flush::TraceSink::note_signals_blocked_on_this_thread();
+  const std::uint64_t interval_ns = std::uint64_t{flush_interval_ms_} * 1'000'000;
   const timespec interval{static_cast<time_t>(flush_interval_ms_ / 1000),
                           static_cast<long>(flush_interval_ms_ % 1000) * 1'000'000};
+  std::uint64_t last_housekeeping = monotonic_now_ns();
   while (!flusher_stop_.load(std::memory_order_acquire)) {
     const std::uint32_t seen = wake_word_.load(std::memory_order_acquire);
     futex_wait(wake_word_, seen, interval);
@@ -160,6 +163,11 @@ void TraceWriter::flusher_main() {
       }
       unlock_output();
     }
+    // Once per interval, not at every full buffer: a busy program fills
+    // buffers often, and these cost system calls.
+    const std::uint64_t now = monotonic_now_ns();
+    if (now - last_housekeeping < interval_ns) continue;
+    last_housekeeping = now;
     if (auto hook = g_periodic.load(std::memory_order_relaxed)) hook();
     // Never keep the process alive: when the program's last thread has gone
     // (main called pthread_exit), returning lets the C library exit the

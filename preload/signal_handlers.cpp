@@ -48,6 +48,7 @@ std::atomic<pid_t> g_lock{0};
 
 thread_local int t_in_program_handler __attribute__((tls_model("initial-exec"))) = 0;
 
+// Not cached: a forked child's thread would keep its parent's id.
 pid_t this_thread() { return static_cast<pid_t>(::syscall(SYS_gettid)); }
 
 class Locked {

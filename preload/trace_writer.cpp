@@ -162,6 +162,7 @@ ThreadLog* TraceWriter::claim_log() {
   log->tail = log->head = log->read_chunk = first;
   log->tail_used = 0;
   log->read_offset = 0;
+  log->read_limit = 0;
   log->writer_id.store(id_, std::memory_order_release);
   t_slot = {id_, log, generation};
   pthread_setspecific(g_exit_key, log);

@@ -127,7 +127,9 @@ class TraceWriter {
   flush::ThreadLog* claim_log();
   char* reserve(flush::ThreadLog& log, std::uint32_t size);
   flush::LogChunk* new_chunk(std::uint32_t size);
-  void count_dropped(std::uint64_t lines) { dropped_.fetch_add(lines, std::memory_order_relaxed); }
+  void count_dropped(std::uint64_t lines) {
+    if (lines != 0) dropped_.fetch_add(lines, std::memory_order_relaxed);
+  }
   static flush::ThreadLog* first_log();
 
   // Consumer side (flush_merge.cpp); the caller holds the output lock.
@@ -162,8 +164,11 @@ class TraceWriter {
   const std::uint64_t memory_cap_;
   const pid_t owner_pid_;
 
+  // Read at every emit; written only at open and close.
   std::atomic<State> state_{State::closed_before_open};
-  std::atomic<std::uint64_t> dropped_{0};
+
+  // Written by the consumer: kept off the line every emit reads.
+  alignas(64) std::atomic<std::uint64_t> dropped_{0};
   std::atomic<std::uint64_t> chunk_bytes_outstanding_{0};
   std::atomic<bool> warned_backlog_{false};
 
