@@ -85,6 +85,7 @@ struct ThreadLog {
   // Producer side: only the owning thread.
   alignas(64) LogChunk* tail = nullptr;
   std::uint32_t tail_used = 0;
+  LogChunk* own_spares = nullptr;  // taken from `spares`, linked through `next`
 
   // Consumer side: only the holder of the writer's output lock.
   alignas(64) LogChunk* head = nullptr;  // oldest chunk still held
@@ -94,8 +95,12 @@ struct ThreadLog {
   // without touching the cache line the producer stores to at every record.
   std::uint32_t read_limit = 0;
 
-  // A drained chunk the consumer hands back, so the producer rarely mallocs.
-  alignas(64) std::atomic<LogChunk*> spare{nullptr};
+  // Drained chunks the consumer hands back (a list linked through `next`,
+  // which the producer takes whole), so that a busy thread's chunks go round
+  // without malloc and free (across threads, those meet on arena locks).
+  static constexpr std::uint32_t kMaxSpares = 4;
+  alignas(64) std::atomic<LogChunk*> spares{nullptr};
+  std::atomic<std::uint32_t> spare_count{0};
 };
 
 }  // namespace cumemtrace::preload::flush

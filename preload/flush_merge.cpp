@@ -178,11 +178,18 @@ void TraceWriter::drain(Drain mode) {
 }
 
 void TraceWriter::recycle(ThreadLog& log, LogChunk* chunk) {
-  chunk->reset();
-  LogChunk* empty = nullptr;
-  if (log.spare.compare_exchange_strong(empty, chunk, std::memory_order_release)) return;
-  chunk_bytes_outstanding_.fetch_sub(chunk->capacity, std::memory_order_relaxed);
-  LogChunk::destroy(chunk);
+  if (log.spare_count.load(std::memory_order_relaxed) >= ThreadLog::kMaxSpares) {
+    chunk_bytes_outstanding_.fetch_sub(chunk->capacity, std::memory_order_relaxed);
+    LogChunk::destroy(chunk);
+    return;
+  }
+  chunk->committed.store(0, std::memory_order_relaxed);
+  LogChunk* head = log.spares.load(std::memory_order_relaxed);
+  do {
+    chunk->next.store(head, std::memory_order_relaxed);
+  } while (!log.spares.compare_exchange_weak(head, chunk, std::memory_order_release,
+                                             std::memory_order_relaxed));
+  log.spare_count.fetch_add(1, std::memory_order_relaxed);
 }
 
 // Frees the chunks the drain has moved past; a log whose thread has exited
@@ -204,17 +211,19 @@ void TraceWriter::release_drained(ThreadLog& log) {
 }
 
 void TraceWriter::free_chunks(ThreadLog& log) {
-  for (LogChunk* c = log.head; c != nullptr;) {
-    LogChunk* next = c->next.load(std::memory_order_acquire);
-    chunk_bytes_outstanding_.fetch_sub(c->capacity, std::memory_order_relaxed);
-    LogChunk::destroy(c);
-    c = next;
-  }
-  if (LogChunk* spare = log.spare.exchange(nullptr, std::memory_order_acquire)) {
-    chunk_bytes_outstanding_.fetch_sub(spare->capacity, std::memory_order_relaxed);
-    LogChunk::destroy(spare);
-  }
-  log.head = log.read_chunk = log.tail = nullptr;
+  auto destroy_list = [this](LogChunk* c) {
+    while (c != nullptr) {
+      LogChunk* next = c->next.load(std::memory_order_acquire);
+      chunk_bytes_outstanding_.fetch_sub(c->capacity, std::memory_order_relaxed);
+      LogChunk::destroy(c);
+      c = next;
+    }
+  };
+  destroy_list(log.head);
+  destroy_list(log.spares.exchange(nullptr, std::memory_order_acquire));
+  destroy_list(log.own_spares);  // the producer is gone
+  log.spare_count.store(0, std::memory_order_relaxed);
+  log.head = log.read_chunk = log.tail = log.own_spares = nullptr;
   log.read_offset = log.tail_used = log.read_limit = 0;
 }
 

@@ -161,6 +161,7 @@ ThreadLog* TraceWriter::claim_log() {
   }
   log->tail = log->head = log->read_chunk = first;
   log->tail_used = 0;
+  log->own_spares = nullptr;
   log->read_offset = 0;
   log->read_limit = 0;
   log->writer_id.store(id_, std::memory_order_release);
@@ -201,11 +202,18 @@ LogChunk* TraceWriter::new_chunk(std::uint32_t size) {
 char* TraceWriter::reserve(ThreadLog& log, std::uint32_t size) {
   LogChunk* tail = log.tail;
   if (log.tail_used + size <= tail->capacity) [[likely]] return tail->bytes() + log.tail_used;
-  LogChunk* fresh = log.spare.exchange(nullptr, std::memory_order_acquire);
-  if (fresh != nullptr && fresh->capacity < size) {
-    chunk_bytes_outstanding_.fetch_sub(fresh->capacity, std::memory_order_relaxed);
-    LogChunk::destroy(fresh);
-    fresh = nullptr;
+  if (log.own_spares == nullptr && log.spare_count.load(std::memory_order_relaxed) != 0) {
+    log.own_spares = log.spares.exchange(nullptr, std::memory_order_acquire);
+    log.spare_count.store(0, std::memory_order_relaxed);
+  }
+  LogChunk* fresh = log.own_spares;
+  if (fresh != nullptr) {
+    log.own_spares = fresh->next.load(std::memory_order_relaxed);
+    if (fresh->capacity < size) {  // an unusually long record
+      chunk_bytes_outstanding_.fetch_sub(fresh->capacity, std::memory_order_relaxed);
+      LogChunk::destroy(fresh);
+      fresh = nullptr;
+    }
   }
   if (fresh == nullptr) fresh = new_chunk(size);
   if (fresh == nullptr) return nullptr;
