@@ -40,6 +40,10 @@ struct Watched {
 
 Watched g_watched[kCount];
 bool g_installed = false;  // under g_lock
+// The process whose table g_watched is. A vfork child (Python's subprocess)
+// shares our memory but not our signal dispositions: its sigaction calls go
+// straight to the kernel and must not touch the table.
+std::atomic<pid_t> g_owner{0};
 
 // The lock of the functions above; a signal handler never takes it. Held by
 // a thread id; the same thread entering again (sigaction called from a
@@ -185,12 +189,15 @@ void on_signal(int signo, siginfo_t* info, void* context) {
   --t_in_program_handler;
 }
 
+bool owned_by_this_process() { return g_owner.load(std::memory_order_relaxed) == ::getpid(); }
+
 }  // namespace
 
 void install() {
   Locked lock;
   if (g_installed) return;
   g_installed = true;
+  g_owner.store(::getpid(), std::memory_order_relaxed);
   for (int i = 0; i < kCount; ++i) {
     struct sigaction current{};
     if (__sigaction(kWatched[i], nullptr, &current) != 0 || is_ours(current)) continue;
@@ -200,7 +207,7 @@ void install() {
 
 void recheck() {
   Locked lock;
-  if (!g_installed) return;
+  if (!g_installed || !owned_by_this_process()) return;
   for (int i = 0; i < kCount; ++i) {
     struct sigaction current{};
     if (__sigaction(kWatched[i], nullptr, &current) != 0 || is_ours(current)) continue;
@@ -215,7 +222,10 @@ void recheck() {
   }
 }
 
-void forget_lock_after_fork() { g_lock.store(0, std::memory_order_relaxed); }
+void forget_lock_after_fork() {
+  g_lock.store(0, std::memory_order_relaxed);
+  g_owner.store(::getpid(), std::memory_order_relaxed);  // a fork child's table is its own copy
+}
 
 bool in_program_handler() { return t_in_program_handler > 0; }
 
@@ -223,7 +233,7 @@ int program_sigaction(int signo, const struct sigaction* act, struct sigaction* 
   Watched* w = watched(signo);
   if (w == nullptr) return __sigaction(signo, act, old);
   Locked lock;
-  if (!g_installed) return __sigaction(signo, act, old);
+  if (!g_installed || !owned_by_this_process()) return __sigaction(signo, act, old);
   struct sigaction previous = w->program;
   // The handler may have reset itself (SA_RESETHAND) since it was set.
   if ((w->packed.load(std::memory_order_acquire) & kAddressMask) == 0) {

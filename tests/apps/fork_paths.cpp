@@ -14,7 +14,12 @@
 //        PROGRAM (same pid, new program)
 //   fork_paths exec-fails        allocates, tries to exec a missing program,
 //        then allocates and frees more and exits 0
+//   fork_paths vfork-signal      installs a SIGINT handler that exits 3, then
+//        a vfork child (sharing our memory, as Python's subprocess does) sets
+//        SIGINT to its default before it exits; prints "ready" and waits for
+//        SIGINT, which must still reach the handler
 #include <cuda_runtime_api.h>
+#include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -117,6 +122,23 @@ int exec_fails() {
   return 0;
 }
 
+void exit_three(int) { std::exit(3); }
+
+int vfork_signal() {
+  void* a = must_malloc(1 << 20);
+  (void)a;
+  signal(SIGINT, exit_three);
+  const pid_t child = vfork();
+  if (child == 0) {
+    signal(SIGINT, SIG_DFL);  // the child's disposition only
+    _exit(0);
+  }
+  if (child < 0 || !wait_ok(child)) return 9;
+  std::printf("ready\n");
+  std::fflush(stdout);
+  for (;;) pause();
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -125,6 +147,7 @@ int main(int argc, char** argv) {
   if (mode == "busy-parent" && argc == 3) return busy_parent(std::atoi(argv[2]));
   if (mode == "exec" && argc >= 3) return exec_program(argv + 2);
   if (mode == "exec-fails") return exec_fails();
+  if (mode == "vfork-signal") return vfork_signal();
   std::fprintf(stderr, "usage: fork_paths child-traces|busy-parent N|exec PROGRAM...|exec-fails\n");
   return 2;
 }

@@ -413,6 +413,16 @@ TEST(Processes, FailedExecGoesOnRecording) {
   EXPECT_EQ(report["leaked_count"], 0);
 }
 
+TEST(Processes, VforkChildChangingItsSignalsLeavesTheParentsAlone) {
+  TempDir dir;
+  const auto running = start_command({kApps + "/fork_paths", "vfork-signal"}, preloaded(dir / "t.jsonl"), dir);
+  wait_for_ready(running);
+  kill(running.pid, SIGINT);
+  const auto r = wait_command(running);
+  EXPECT_EQ(r.exit_code, 3) << "the parent's own handler ran: " << r.err;
+  EXPECT_EQ(read_json_lines(dir / "t.jsonl").back()["reason"], "signal");
+}
+
 // ---- cumemtrace run ------------------------------------------------------------------
 
 TEST(RunOptions, EveryOptionIsPassedOn) {
