@@ -38,6 +38,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <string>
 
 #include "cumemtrace/pool/pool_config.h"
 #include "cumemtrace/pool/pool_stats.h"
@@ -152,6 +153,11 @@ class DevicePool {
 
   const PoolConfig& config() const;
   int device() const;
+
+  // For tests: walks every structure and checks the invariants (blocks tile
+  // their segments, no two free neighbours, 512-byte alignment, index and
+  // counters agree). Slow; returns "" or the first violation found.
+  std::string check_invariants() const;
 
   class Impl;
 

@@ -41,10 +41,10 @@ struct UpstreamResult {
 enum class FenceState : std::uint8_t { complete, pending, error };
 
 // One device's memory, as the pool needs it. Calls come from the pool's slow
-// paths only (growth, release, reclaim, out-of-memory), never from a cache
-// hit, so a virtual call is cheap enough. The pool may call from any thread
-// that calls into it, and serialises calls that change the device's memory
-// (allocate/release/map/unmap) per device.
+// paths only (growth, release, reclaim, out-of-memory, a free on another
+// stream), never from a cache hit, so a virtual call is cheap enough. The
+// pool may call from any thread that calls into it, but never two calls at
+// once on one upstream: an implementation needs no lock of its own.
 class Upstream {
  public:
   virtual ~Upstream() = default;
@@ -60,6 +60,10 @@ class Upstream {
   // Wait for all work on the device (cudaDeviceSynchronize). Afterwards every
   // block freed before the call started is safe to hand out again.
   virtual UpstreamResult synchronize() = 0;
+  // The code this upstream reports for out-of-memory (cudaErrorMemoryAllocation
+  // and CUDA_ERROR_OUT_OF_MEMORY are both 2). Used only when the pool itself
+  // runs out of host memory for its records, or for a size no device holds.
+  virtual int out_of_memory_code() { return 2; }
 
   // Stream-ordered frees: record an event on `stream` (cudaEventRecord on a
   // cudaEventDisableTiming event), ask whether it has completed
