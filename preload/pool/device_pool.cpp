@@ -146,6 +146,11 @@ Allocation DevicePool::Impl::allocate(std::size_t size, bool stream_ordered, Str
   UpstreamResult error;
   {
     std::unique_lock lock(sp->mu);
+    // Frees that a synchronisation already covered rejoin the free space
+    // before placement (one load and a compare when there are none), so
+    // holes are reused before fresh space is carved.
+    if (sp->pending_head && sp->pending_head->ticket < sync_done_.load(std::memory_order_acquire))
+      detail::reclaim_synced(*sp, sync_done_.load(std::memory_order_acquire));
     Block* f = detail::best_fit(*sp, policy_, kind, rounded);
     if (!f) f = refill(*sp, kind, rounded, &error);
     if (f) return finish(*sp, f, rounded, size, stream_ordered);
