@@ -26,4 +26,11 @@ struct ReportArgs {
 CLI::App* add_report_command(CLI::App& app, ReportArgs& args);
 int report_command(const ReportArgs& args);
 
+struct ImportTorchArgs {
+  std::string snapshot;
+  std::string output;
+};
+CLI::App* add_import_torch_command(CLI::App& app, ImportTorchArgs& args);
+int import_torch_command(const ImportTorchArgs& args);
+
 }  // namespace cumemtrace::cli

@@ -33,6 +33,8 @@ int main_checked(int argc, char** argv) {
   CLI::App* run = add_run_command(app, run_args);
   ReportArgs report_args;
   CLI::App* report = add_report_command(app, report_args);
+  ImportTorchArgs import_torch_args;
+  CLI::App* import_torch = add_import_torch_command(app, import_torch_args);
 
   try {
     app.parse(argc, argv);
@@ -43,6 +45,7 @@ int main_checked(int argc, char** argv) {
   if (verbose) spdlog::set_level(spdlog::level::debug);
   if (run->parsed()) return run_command(run_args);
   if (report->parsed()) return report_command(report_args);
+  if (import_torch->parsed()) return import_torch_command(import_torch_args);
   return kExitUsage;
 }
 
