@@ -14,3 +14,18 @@ target_compile_definitions(import_replay_integration_tests PRIVATE
 add_dependencies(import_replay_integration_tests cumemtrace)
 gtest_discover_tests(import_replay_integration_tests TEST_PREFIX "integration." DISCOVERY_TIMEOUT 60
   PROPERTIES TIMEOUT 300)
+
+# Golden test of `cumemtrace replay --format json` on a hand-written
+# passthrough trace (replay_golden/README.md works its figures out).
+set(CUMEMTRACE_REPLAY_GOLDEN_DIR ${CMAKE_CURRENT_SOURCE_DIR}/replay_golden)
+add_test(NAME golden_replay_mixed_json
+  COMMAND ${CMAKE_COMMAND}
+    -DCUMEMTRACE=$<TARGET_FILE:cumemtrace>
+    -DSUBCOMMAND=replay
+    "-DEXTRA_ARGS=--pool-conf$<SEMICOLON>pytorch"
+    -DTRACE=mixed.jsonl
+    -DFORMAT=json
+    -DTRACES_DIR=${CUMEMTRACE_REPLAY_GOLDEN_DIR}/traces
+    -DEXPECTED=${CUMEMTRACE_REPLAY_GOLDEN_DIR}/expected/mixed.json
+    -DACTUAL_DIR=${CMAKE_CURRENT_BINARY_DIR}/golden_actual
+    -P ${CMAKE_CURRENT_SOURCE_DIR}/golden/compare_report.cmake)

@@ -1,6 +1,7 @@
 # Unit tests of import-torch (the restricted pickle reader and the snapshot
 # converter) and of replay (the replay engine on the caching pool).
 add_executable(import_replay_unit_tests
+  analyzer_replay_test.cpp
   analyzer_test_support.cpp
   analyzer_torch_import_test.cpp
   analyzer_torch_pickle_test.cpp)
