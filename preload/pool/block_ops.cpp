@@ -32,6 +32,8 @@ void reposition(FreeSet& set, Block* b) {
   }
 }
 
+}  // namespace
+
 // Inactive split bytes: free space inside segments that still hold live or
 // pending blocks (it cannot be released, only reused).
 void set_used(SubPool& sp, Segment* seg, std::size_t used) {
@@ -42,7 +44,13 @@ void set_used(SubPool& sp, Segment* seg, std::size_t used) {
   seg->used = used;
 }
 
-}  // namespace
+void change_mapped(SubPool& sp, Segment* seg, std::ptrdiff_t delta) {
+  const std::size_t before = seg->used ? seg->backed() - seg->used : 0;
+  seg->mapped += static_cast<std::size_t>(delta);
+  const std::size_t after = seg->used ? seg->backed() - seg->used : 0;
+  sp.inactive_split.set(sp.inactive_split.get() - before + after);
+  sp.reserved.set(sp.reserved.get() + static_cast<std::size_t>(delta));
+}
 
 std::size_t SizePolicy::round(std::size_t size) const {
   if (size > kMaxRequest) return 0;
@@ -65,9 +73,11 @@ std::size_t SizePolicy::segment_size(std::size_t rounded) {
   return align_up(rounded, kLargeRounding);
 }
 
-bool SizePolicy::should_split(PoolKind kind, std::size_t block_size, std::size_t rounded) const {
+bool SizePolicy::should_split(const Segment* seg, std::size_t block_size, std::size_t rounded) const {
   const std::size_t remainder = block_size - rounded;
-  if (kind == kSmall) return remainder >= kMinBlock;
+  // In an expandable segment a remainder merges with later growth and its
+  // pages can be unmapped, so even a sliver is worth keeping apart.
+  if (seg->kind == kSmall || seg->expandable) return remainder >= kMinBlock;
   // A sliver of a large block is not worth its own block (it would only
   // serve small requests, which never come to large segments).
   return rounded < config_.max_split_size && remainder > kSmallRequest;
@@ -97,7 +107,7 @@ Block* take_block(SubPool& sp, const SizePolicy& policy, Block* f, std::size_t r
   Segment* seg = f->segment;
   FreeSet& set = sp.free_sets[seg->kind];
   Block* b = nullptr;
-  if (policy.should_split(seg->kind, f->size, rounded)) {
+  if (policy.should_split(seg, f->size, rounded)) {
     // The request takes the low end; the remainder keeps f's index node.
     b = sp.new_block();
     b->addr = f->addr;
@@ -267,6 +277,35 @@ void attach_segment(SubPool& sp, Segment* seg) {
   seg->owner.store(&sp, std::memory_order_release);
 }
 
+// Pages and runs agree, live and pending blocks are fully mapped.
+std::string check_expandable(const Segment* seg) {
+  const DevicePtr base = seg->base();
+  const std::size_t page = seg->pages.empty() ? 0 : seg->size() / seg->pages.size();
+  if (page == 0 || seg->size() % seg->pages.size() != 0) {
+    if (seg->size() == 0 && seg->mapped == 0) return {};
+    return "expandable segment's page table does not match its extent";
+  }
+  std::size_t mapped = 0;
+  for (bool m : seg->pages) mapped += m ? page : 0;
+  if (mapped != seg->mapped) return "expandable segment's mapped bytes disagree with its pages";
+  std::size_t in_runs = 0;
+  DevicePtr end_of_previous = 0;
+  for (const auto& [addr, len] : seg->runs) {
+    if (addr < end_of_previous || (addr - base) % page || len % page) return "mapped runs overlap or are misaligned";
+    for (std::size_t p = (addr - base) / page; p < (addr - base + len) / page; ++p)
+      if (!seg->pages[p]) return "a mapped run covers an unmapped page";
+    in_runs += len;
+    end_of_previous = addr + len;
+  }
+  if (in_runs != seg->mapped) return "mapped runs do not cover the mapped pages";
+  for (const Block* b = seg->first; b; b = b->next) {
+    if (b->state == BlockState::free) continue;
+    for (std::size_t p = (b->addr - base) / page; p < (b->addr + b->size - base + page - 1) / page; ++p)
+      if (!seg->pages[p]) return "a live block lies on an unmapped page";
+  }
+  return {};
+}
+
 std::string check_sub_pool(SubPool& sp) {
   auto fail = [](const char* what, DevicePtr at) {
     char buf[160];
@@ -309,8 +348,13 @@ std::string check_sub_pool(SubPool& sp) {
         }
       }
     }
-    if (at != seg->base() + seg->backed()) return fail("blocks do not cover their segment", seg->base());
+    if (at != seg->base() + seg->size()) return fail("blocks do not cover their segment", seg->base());
     if (used != seg->used) return fail("segment's used bytes are wrong", seg->base());
+    if (!seg->expandable && seg->backed() != seg->size()) return fail("segment's backed bytes are wrong", seg->base());
+    if (seg->expandable) {
+      const std::string e = check_expandable(seg);
+      if (!e.empty()) return e;
+    }
     if (used) inactive += seg->backed() - used;
   }
   std::size_t pending_listed = 0;
@@ -337,7 +381,9 @@ std::string check_sub_pool(SubPool& sp) {
   if (segments != sp.segment_count.get()) return fail("segment counter is wrong", 0);
   for (int k = 0; k < 2; ++k)
     if (largest[k] != sp.largest[k].get()) return fail("largest free block is wrong", 0);
-  if (reserved != allocated + pending + free_bytes) return fail("reserved ≠ allocated + pending + free", 0);
+  if (reserved < allocated + pending) return fail("reserved < allocated + pending", 0);
+  if (!sp.expandable && reserved != allocated + pending + free_bytes)
+    return fail("reserved ≠ allocated + pending + free", 0);
   return {};
 }
 

@@ -24,7 +24,7 @@ class SizePolicy {
   static std::size_t segment_size(std::size_t rounded);
   // Whether taking `rounded` out of a free block of `block_size` leaves a
   // remainder worth a block of its own.
-  bool should_split(PoolKind kind, std::size_t block_size, std::size_t rounded) const;
+  bool should_split(const Segment* seg, std::size_t block_size, std::size_t rounded) const;
   // The oversize rule: may a request of `rounded` take a free block of
   // `block_size`?
   bool may_use(std::size_t block_size, std::size_t rounded) const;
@@ -75,6 +75,14 @@ void detach_free_segment(SubPool& sp, Segment* seg);
 
 // Links a segment into the sub-pool's list and adds its backed bytes.
 void attach_segment(SubPool& sp, Segment* seg);
+
+// An expandable segment's mapped bytes change by `delta`: keeps reserved and
+// inactive-split counters right.
+void change_mapped(SubPool& sp, Segment* seg, std::ptrdiff_t delta);
+
+// Sets the used bytes of a segment (allocated + pending), keeping the
+// inactive-split counter right.
+void set_used(SubPool& sp, Segment* seg, std::size_t used);
 
 // Checks every structural invariant of the sub-pool (tests call it through
 // DevicePool's debug hook); returns an empty string or the first violation.

@@ -151,8 +151,8 @@ Allocation DevicePool::Impl::allocate(std::size_t size, bool stream_ordered, Str
     // holes are reused before fresh space is carved.
     if (sp->pending_head && sp->pending_head->ticket < sync_done_.load(std::memory_order_acquire))
       detail::reclaim_synced(*sp, sync_done_.load(std::memory_order_acquire));
-    Block* f = detail::best_fit(*sp, policy_, kind, rounded);
-    if (!f) f = refill(*sp, kind, rounded, &error);
+    Block* f = fit(*sp, kind, rounded, &error);
+    if (!f && error.ok()) f = refill(*sp, kind, rounded, &error);
     if (f) return finish(*sp, f, rounded, size, stream_ordered);
     if (error.status != UpstreamStatus::out_of_memory) return Allocation{0, 0, error, {}};
   }
@@ -166,21 +166,42 @@ Allocation DevicePool::Impl::finish(SubPool& sp, Block* free_block, std::size_t 
 }
 
 Block* DevicePool::Impl::refill(SubPool& sp, PoolKind kind, std::size_t rounded, UpstreamResult* error) {
-  if (reclaim(sp) > 0)
-    if (Block* f = detail::best_fit(sp, policy_, kind, rounded)) return f;
+  if (reclaim(sp) > 0) {
+    if (Block* f = fit(sp, kind, rounded, error)) return f;
+    if (!error->ok()) return nullptr;
+  }
   // Pending frees could serve the request: one synchronisation makes all of
   // them (in every sub-pool) reusable. Doing this before growing is what
   // keeps a cudaMalloc/cudaFree loop at a constant footprint.
   if (sp.pending_bytes[kind] >= rounded && synchronize_device().ok()) {
     reclaim(sp);
     trim_to_release_threshold(sp);
-    if (Block* f = detail::best_fit(sp, policy_, kind, rounded)) return f;
+    if (Block* f = fit(sp, kind, rounded, error)) return f;
+    if (!error->ok()) return nullptr;
   }
   garbage_collect(sp, detail::SizePolicy::segment_size(rounded));
+  // The tight policy does not raise the peak of reserved memory while
+  // wholly free segments are cached: they go back first (their memory is
+  // what the new segment is made of). Below the peak, growth is free, so a
+  // steady state that fits under it never pays for the releases.
+  if (config_.segment_policy == SegmentPolicy::tight && !(vm_granularity_ && kind == detail::kLarge)) {
+    const std::size_t need = detail::SizePolicy::segment_size(rounded);
+    const std::size_t now = reserved_total_.load();
+    const std::size_t peak = peak_reserved_.load();
+    if (now + need > peak) {
+      UpstreamResult ignored;
+      release_free(sp, now + need - peak, &ignored);
+    }
+  }
   return grow(sp, kind, rounded, error);
 }
 
 Block* DevicePool::Impl::grow(SubPool& sp, PoolKind kind, std::size_t rounded, UpstreamResult* error) {
+  if (vm_granularity_ && kind == detail::kLarge) {
+    Block* f = grow_expandable(sp, rounded, error);
+    if (f || !error->ok()) return f;
+    // No virtual memory after all, or the range is full: ordinary segments.
+  }
   const std::size_t size = detail::SizePolicy::segment_size(rounded);
   DevicePtr base = 0;
   {
@@ -244,8 +265,10 @@ std::size_t DevicePool::Impl::reclaim_fences(SubPool& sp) {
 
 std::size_t DevicePool::Impl::whole_free_bytes(const SubPool& sp) {
   std::size_t bytes = 0;
-  for (const Segment* seg = sp.segments; seg; seg = seg->next_in_pool)
-    if (detail::segment_is_free(seg)) bytes += seg->backed();
+  for (const Segment* seg = sp.segments; seg; seg = seg->next_in_pool) {
+    if (seg->expandable) bytes += seg->mapped - std::min(seg->mapped, seg->used);  // about: pages shared with live blocks stay
+    else if (detail::segment_is_free(seg)) bytes += seg->backed();
+  }
   return bytes;
 }
 
@@ -261,7 +284,9 @@ std::size_t DevicePool::Impl::release_free(SubPool& sp, std::size_t goal, Upstre
   std::size_t released = 0;
   for (Segment* seg = sp.segments; seg && released < goal;) {
     Segment* next = seg->next_in_pool;
-    if (detail::segment_is_free(seg)) {
+    if (seg->expandable) {
+      released += unmap_free_pages(sp, seg, goal - released, 0, 0, first_error);
+    } else if (detail::segment_is_free(seg)) {
       released += seg->backed();
       release_segment(sp, seg, first_error);
     }
@@ -271,6 +296,7 @@ std::size_t DevicePool::Impl::release_free(SubPool& sp, std::size_t goal, Upstre
 }
 
 void DevicePool::Impl::release_segment(SubPool& sp, Segment* seg, UpstreamResult* first_error) {
+  if (seg->expandable) return release_expandable(sp, seg, first_error);
   const DevicePtr base = seg->base();
   const std::size_t size = seg->size();
   Block* b = seg->first;
@@ -320,9 +346,10 @@ Allocation DevicePool::Impl::out_of_memory_ladder(SubPool& sp, PoolKind kind, st
     if (step == 1) synchronize_device();
     release_everywhere();
     std::lock_guard lock(sp.mu);
-    Block* f = detail::best_fit(sp, policy_, kind, rounded);
-    if (!f && reclaim(sp) > 0) f = detail::best_fit(sp, policy_, kind, rounded);
-    if (!f) f = grow(sp, kind, rounded, &error);
+    reclaim(sp);
+    error = UpstreamResult::success();
+    Block* f = fit(sp, kind, rounded, &error);
+    if (!f && error.ok()) f = grow(sp, kind, rounded, &error);
     if (f) return finish(sp, f, rounded, size, stream_ordered);
     if (error.status != UpstreamStatus::out_of_memory) return Allocation{0, 0, error, {}};
   }
@@ -450,9 +477,11 @@ bool DevicePool::Impl::find(DevicePtr ptr, BlockInfo* info) const {
 std::size_t DevicePool::Impl::block_size_for(std::size_t size) const {
   const std::size_t rounded = policy_.round(size);
   if (rounded == 0) return 0;
-  const PoolKind kind = detail::SizePolicy::kind_of(rounded);
+  detail::Segment fresh;
+  fresh.kind = detail::SizePolicy::kind_of(rounded);
+  fresh.expandable = vm_granularity_ != 0 && fresh.kind == detail::kLarge;
   const std::size_t segment = detail::SizePolicy::segment_size(rounded);
-  return policy_.should_split(kind, segment, rounded) ? rounded : segment;
+  return policy_.should_split(&fresh, segment, rounded) ? rounded : segment;
 }
 
 std::uint64_t DevicePool::Impl::sync_ticket() { return sync_begun_.fetch_add(1) + 1; }
@@ -489,6 +518,7 @@ UpstreamResult DevicePool::Impl::release_cached() {
     std::lock_guard lock(sp.mu);
     reclaim(sp);
     release_free(sp, kUnlimited, &first);
+    if (sp.expandable && detail::segment_is_free(sp.expandable)) release_expandable(sp, sp.expandable, &first);
   });
   return first;
 }
@@ -510,6 +540,7 @@ void DevicePool::Impl::forget_all() {
       seg = next;
     }
     sp.segments = nullptr;
+    sp.expandable = nullptr;
     // Fences are not destroyed: the reset destroyed the events with the context.
     for (auto& set : sp.free_sets) set.clear();
     sp.live.clear();
@@ -552,6 +583,9 @@ PoolStats DevicePool::Impl::stats() const {
   // while other threads run; keep the derived figures consistent.
   s.reserved = std::max(s.reserved, s.allocated + s.pending_free);
   s.cached_free = s.reserved - s.allocated;
+  // In expandable segments a free block may be partly unmapped; what can be
+  // handed out without new memory is never more than the cached free bytes.
+  s.largest_free = std::min(s.largest_free, s.cached_free - s.pending_free);
   s.peak_reserved = std::max(peak_reserved_.load(std::memory_order_relaxed), s.reserved);
   s.upstream_allocs = upstream_allocs_.load(std::memory_order_relaxed);
   s.upstream_frees = upstream_frees_.load(std::memory_order_relaxed);
@@ -568,6 +602,7 @@ std::string DevicePool::Impl::check_invariants() const {
     if (problem.empty()) problem = detail::check_sub_pool(sp);
     reserved += sp.reserved.get();
     for (Segment* seg = sp.segments; seg && problem.empty(); seg = seg->next_in_pool) {
+      if (seg->size() == 0) continue;  // an expandable range not grown yet
       if (!owns(seg->base()) || !owns(seg->base() + seg->size() - 1))
         problem = "segment missing from the address map";
     }
@@ -599,6 +634,9 @@ Segment* DevicePool::Impl::new_segment() {
   seg->prev_in_pool = seg->next_in_pool = nullptr;
   seg->expandable = false;
   seg->mapped = 0;
+  seg->va_size = 0;
+  seg->pages.clear();
+  seg->runs.clear();
   seg->kind = detail::kLarge;
   return seg;
 }

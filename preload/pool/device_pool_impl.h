@@ -66,6 +66,27 @@ class DevicePool::Impl {
   // memory could serve the request, then growing.
   Block* refill(SubPool& sp, PoolKind kind, std::size_t rounded, UpstreamResult* error);
   Block* grow(SubPool& sp, PoolKind kind, std::size_t rounded, UpstreamResult* error);
+  // Best fit, with the block's pages mapped when it lies in an expandable
+  // segment; null with *error set when mapping failed.
+  Block* fit(SubPool& sp, PoolKind kind, std::size_t rounded, UpstreamResult* error);
+
+  // --- expandable segments (expandable.cpp) ---
+  std::size_t expandable_va_size();
+  // Extends sp's expandable segment (made on first use) so that a free block
+  // of `rounded` bytes exists, mapped. Null with *error ok: no virtual memory
+  // or the range is full (the caller falls back to ordinary segments).
+  Block* grow_expandable(SubPool& sp, std::size_t rounded, UpstreamResult* error);
+  UpstreamResult map_pages(SubPool& sp, Segment* seg, DevicePtr addr, std::size_t size);
+  std::size_t unmapped_bytes(const Segment* seg, DevicePtr addr, std::size_t size) const;
+  Block* prefer_mapped(SubPool& sp, Block* best, std::size_t rounded) const;
+  // Unmaps whole pages under free blocks (outside [keep_begin, keep_end))
+  // until `goal` bytes went back; returns the bytes unmapped.
+  std::size_t unmap_free_pages(SubPool& sp, Segment* seg, std::size_t goal, DevicePtr keep_begin,
+                               DevicePtr keep_end, UpstreamResult* first_error);
+  void unmap_run(SubPool& sp, Segment* seg, std::size_t first_page, std::size_t end_page,
+                 UpstreamResult* first_error);
+  // A wholly free expandable segment: everything unmapped, the range returned.
+  void release_expandable(SubPool& sp, Segment* seg, UpstreamResult* first_error);
   std::size_t reclaim(SubPool& sp);
   std::size_t reclaim_fences(SubPool& sp);
   // Gives back whole free segments of sp (and free tails of expandable

@@ -7,6 +7,7 @@
 #include <memory>
 #include <memory_resource>
 #include <mutex>
+#include <map>
 #include <set>
 #include <vector>
 
@@ -70,10 +71,17 @@ struct Segment {
   Segment* prev_in_pool = nullptr;    // the owner's list of segments
   Segment* next_in_pool = nullptr;
   Segment* next_record = nullptr;     // recycling list
-  // Expandable segments: a reserved range of range.size bytes of which the
-  // first `mapped` are backed by memory; blocks cover only the mapped part.
+  // Expandable segments: a reserved address range of `va_size` bytes whose
+  // first range.size bytes (the extent) are tiled by blocks. Pages of the
+  // extent are mapped on demand (`pages`, one flag per granularity page);
+  // allocated and pending blocks are always fully mapped, free blocks may
+  // have unmapped pages. `runs` are the mapped ranges as the observer was
+  // told about them (segment_alloc/segment_free pairs must match).
   bool expandable = false;
   std::size_t mapped = 0;
+  std::size_t va_size = 0;
+  std::vector<bool> pages;
+  std::map<DevicePtr, std::size_t> runs;
 
   DevicePtr base() const { return range.base.load(std::memory_order_relaxed); }
   std::size_t size() const { return range.size.load(std::memory_order_relaxed); }
@@ -108,6 +116,7 @@ struct alignas(64) SubPool {
   std::vector<Block*> fenced;     // fence-pending blocks
   std::size_t pending_bytes[2] = {0, 0};
   Segment* segments = nullptr;
+  Segment* expandable = nullptr;  // this sub-pool's growing range for large blocks
 
   // Block records: a free list refilled a chunk at a time, so splitting a
   // block does not call malloc.

@@ -52,7 +52,11 @@ bool SegmentMap::insert(Segment* s, DevicePtr base, std::size_t size) {
     Slots* slots = leaf_slots(page, /*create=*/true);
     bool placed = false;
     if (slots) {
+      // An expandable segment registers its extent piece by piece; a page
+      // it already holds stays as it is.
+      for (auto& slot : *slots) placed = placed || slot.load(std::memory_order_relaxed) == s;
       for (auto& slot : *slots) {
+        if (placed) break;
         if (slot.load(std::memory_order_relaxed) == nullptr) {
           slot.store(s, std::memory_order_release);
           placed = true;

@@ -17,6 +17,7 @@ TEST(PoolConfigTest, EmptyTextGivesDefaults) {
   EXPECT_EQ(p.config.garbage_collection_threshold, 0.0);
   EXPECT_EQ(p.config.release_threshold, kUnlimited);
   EXPECT_FALSE(p.config.expandable_segments);
+  EXPECT_EQ(p.config.segment_policy, SegmentPolicy::tight);
 }
 
 TEST(PoolConfigTest, PyTorchKeysParse) {
@@ -33,9 +34,9 @@ TEST(PoolConfigTest, PyTorchKeysParse) {
 }
 
 TEST(PoolConfigTest, OurKeysParse) {
-  const PoolConfigParse p = parse_pool_config("segment_policy:tight,device_shards:3");
+  const PoolConfigParse p = parse_pool_config("segment_policy:pytorch,device_shards:3");
   ASSERT_TRUE(p.ok());
-  EXPECT_EQ(p.config.segment_policy, SegmentPolicy::tight);
+  EXPECT_EQ(p.config.segment_policy, SegmentPolicy::pytorch);
   EXPECT_EQ(p.config.device_shards, 3u);
 }
 

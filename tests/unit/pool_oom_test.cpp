@@ -125,7 +125,7 @@ TEST_F(OomTest, HugeRequestFailsCleanly) {
 }
 
 TEST_F(OomTest, GarbageCollectionThresholdReleasesCachedSegmentsBeforeGrowing) {
-  DevicePool gc_pool(up, config_from("device_shards:1,garbage_collection_threshold:0.5"));
+  DevicePool gc_pool(up, config_from("device_shards:1,segment_policy:pytorch,garbage_collection_threshold:0.5"));
   constexpr StreamHandle s = 0x9;
   const DevicePtr a = gc_pool.allocate_async(100 * MiB, s).ptr;
   ASSERT_EQ(gc_pool.free_async(a, s).status, FreeStatus::ok);
@@ -134,7 +134,7 @@ TEST_F(OomTest, GarbageCollectionThresholdReleasesCachedSegmentsBeforeGrowing) {
   EXPECT_EQ(gc_pool.stats().reserved, 110 * MiB);
   EXPECT_EQ(gc_pool.check_invariants(), "");
   // Without the threshold the cached segment stays.
-  DevicePool plain(up, config_from("device_shards:1"));
+  DevicePool plain(up, config_from("device_shards:1,segment_policy:pytorch"));
   const DevicePtr b = plain.allocate_async(20 * MiB, s).ptr;
   ASSERT_EQ(plain.free_async(b, s).status, FreeStatus::ok);
   ASSERT_TRUE(plain.allocate_async(30 * MiB, s).ok());

@@ -44,7 +44,8 @@ struct Hazard {
 
 class RandomRun {
  public:
-  RandomRun(const char* conf, std::uint32_t seed) : up_(512 * MiB), pool_(up_, config_from(conf)), rng_(seed) {
+  RandomRun(const char* conf, std::uint32_t seed, std::size_t vm_granularity = 0)
+      : up_(512 * MiB, vm_granularity), pool_(up_, config_from(conf)), rng_(seed) {
     up_.on_device_idle = [this] { hazards_.clear(); };
   }
 
@@ -251,8 +252,18 @@ class RandomRun {
 }  // namespace
 
 TEST(PoolRandomTest, PyTorchPolicy) {
-  RandomRun run("device_shards:2", 20251121);
+  RandomRun run("device_shards:2,segment_policy:pytorch", 20251121);
   run.run(kSteps);
+}
+
+TEST(PoolRandomTest, DefaultPolicy) {
+  RandomRun run("", 99);
+  run.run(kSteps / 2);
+}
+
+TEST(PoolRandomTest, ExpandableSegments) {
+  RandomRun run("expandable_segments:true", 4242, 2 * MiB);
+  run.run(kSteps / 2);
 }
 
 TEST(PoolRandomTest, WithOversizeRuleAndRounding) {

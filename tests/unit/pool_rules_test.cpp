@@ -160,7 +160,7 @@ TEST_F(PoolFixture, SmallAndLargeBlocksNeverShareSegments) {
 }
 
 TEST_F(PoolFixture, OversizeBlocksAreNotSplitForSmallerRequests) {
-  make("device_shards:1,max_split_size_mb:32");
+  make("device_shards:1,segment_policy:pytorch,max_split_size_mb:32");
   constexpr StreamHandle s = 0x5;
   const DevicePtr huge = pool->allocate_async(100 * MiB, s).ptr;
   ASSERT_EQ(pool->free_async(huge, s).status, FreeStatus::ok);
@@ -179,10 +179,37 @@ TEST_F(PoolFixture, OversizeBlocksAreNotSplitForSmallerRequests) {
   EXPECT_NE(p60, huge);
   EXPECT_EQ(up.segments.size(), 3u);
   // Without the rule the same 4 MiB request splits the cached block.
-  make("device_shards:1");
+  make("device_shards:1,segment_policy:pytorch");
   const DevicePtr h2 = pool->allocate_async(100 * MiB, s).ptr;
   ASSERT_EQ(pool->free_async(h2, s).status, FreeStatus::ok);
   EXPECT_EQ(pool->allocate_async(4 * MiB, s).ptr, h2);
+}
+
+TEST_F(PoolFixture, TightPolicyGivesFreeSegmentsBackRatherThanRaiseThePeak) {
+  constexpr StreamHandle s = 0x5;
+  for (const char* conf : {"device_shards:1,segment_policy:pytorch", "device_shards:1,segment_policy:tight"}) {
+    make(conf);
+    const bool tight = config.segment_policy == SegmentPolicy::tight;
+    const auto releases = up.release_calls;
+    const DevicePtr a = pool->allocate_async(100 * MiB, s).ptr;
+    ASSERT_EQ(pool->free_async(a, s).status, FreeStatus::ok);
+    const DevicePtr c = pool->allocate_async(150 * MiB, s).ptr;
+    ASSERT_NE(c, 0u);
+    // PyTorch keeps the 100 MiB segment cached; tight gives it back first.
+    EXPECT_EQ(pool->stats().reserved, tight ? 150 * MiB : 250 * MiB) << conf;
+    EXPECT_EQ(pool->stats().peak_reserved, tight ? 150 * MiB : 250 * MiB) << conf;
+    EXPECT_EQ(up.release_calls - releases, tight ? 1u : 0u) << conf;
+    ASSERT_EQ(pool->free_async(c, s).status, FreeStatus::ok);
+  }
+  // Below the peak, growth keeps what is cached: no release/allocate churn
+  // once a program's steady state fits.
+  ASSERT_TRUE(pool->release_cached().ok());
+  const auto releases = up.release_calls;
+  const DevicePtr b = pool->allocate_async(60 * MiB, s).ptr;
+  ASSERT_EQ(pool->free_async(b, s).status, FreeStatus::ok);
+  ASSERT_TRUE(pool->allocate_async(80 * MiB, s).ok());
+  EXPECT_EQ(pool->stats().reserved, 140 * MiB);
+  EXPECT_EQ(up.release_calls, releases);
 }
 
 TEST_F(PoolFixture, FreeClassifiesPointers) {

@@ -2,6 +2,7 @@
 find_package(nlohmann_json 3 REQUIRED)
 add_executable(pool_unit_tests
   pool_config_test.cpp
+  pool_expandable_test.cpp
   pool_oom_test.cpp
   pool_random_test.cpp
   pool_rules_test.cpp

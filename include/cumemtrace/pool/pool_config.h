@@ -19,15 +19,18 @@ namespace cumemtrace::pool {
 
 inline constexpr std::size_t kUnlimited = std::numeric_limits<std::size_t>::max();
 
-// How segments are sized when the pool must grow.
+// How the pool grows.
 enum class SegmentPolicy : std::uint8_t {
   // PyTorch's: ≤1 MiB requests from 2 MiB segments, ≤10 MiB from 20 MiB
-  // segments, larger requests rounded up to 2 MiB.
+  // segments, larger requests rounded up to 2 MiB; cached segments are kept
+  // until out-of-memory.
   pytorch,
-  // Like pytorch, but a large request whose best free candidate lies at the
-  // end of the address space reuses it and grows only by the shortfall where
-  // the upstream can (expandable mode), and mid-size segments shrink to the
-  // request when the device is near capacity.
+  // The same segment sizes, but growth never raises the peak of reserved
+  // memory while cached memory could be given back first: wholly free
+  // segments are released before a new one is obtained, and in expandable
+  // segments pages under free blocks are unmapped and mapped again where
+  // they are needed (pending frees are synchronised first). Below the peak,
+  // growth costs nothing extra, so a steady state pays for none of this.
   tight,
 };
 
@@ -54,8 +57,11 @@ struct PoolConfig {
   std::size_t release_threshold = kUnlimited;
   // Large blocks live in one virtual range per stream that grows in place
   // (upstream reserve_range/map); falls back when the upstream has no VMM.
+  // Off by default: memory from cuMemCreate cannot be shared with
+  // cudaIpcGetMemHandle and needs cuMemSetAccess for peer devices, which
+  // programs written for cudaMalloc do not expect.
   bool expandable_segments = false;
-  SegmentPolicy segment_policy = SegmentPolicy::pytorch;
+  SegmentPolicy segment_policy = SegmentPolicy::tight;
   // Independent shards of the device-wide (cudaMalloc) pool for small blocks,
   // picked per thread, so threads do not meet on one lock. 1: no sharding.
   std::uint32_t device_shards = 8;
