@@ -504,6 +504,7 @@ void DevicePool::Impl::stream_destroyed(StreamHandle stream) {
   sp->orphan = true;
   UpstreamResult ignored;
   release_free(*sp, kUnlimited, &ignored);
+  if (sp->expandable && detail::segment_is_free(sp->expandable)) release_expandable(*sp, sp->expandable, &ignored);
 }
 
 MemoryInfo DevicePool::Impl::application_memory_info(std::size_t driver_free, std::size_t driver_total) const {

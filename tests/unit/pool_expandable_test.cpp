@@ -155,3 +155,18 @@ TEST_F(ExpandableTest, RecyclingKeepsObserverEventsMatched) {
     ASSERT_EQ(pool->check_invariants(), "") << i;
   }
 }
+
+TEST_F(ExpandableTest, DestroyedStreamGivesItsRangeBack) {
+  const DevicePtr a = pool->allocate_async(30 * MiB, kS).ptr;
+  const DevicePtr b = pool->allocate_async(30 * MiB, kS).ptr;
+  ASSERT_EQ(pool->free_async(a, kS).status, FreeStatus::ok);
+  pool->stream_destroyed(kS);
+  EXPECT_EQ(up.ranges.size(), 1u) << "b is still live in it";
+  EXPECT_EQ(pool->stats().reserved, 30 * MiB) << "a's pages went back at once";
+  ASSERT_EQ(pool->free_async(b, kS).status, FreeStatus::ok);
+  EXPECT_TRUE(up.ranges.empty());
+  EXPECT_EQ(pool->stats().reserved, 0u);
+  // A new stream with the same handle starts a range of its own.
+  EXPECT_NE(pool->allocate_async(30 * MiB, kS).ptr, 0u);
+  EXPECT_EQ(up.ranges.size(), 1u);
+}

@@ -24,15 +24,39 @@
 //   synchronisation that began after the free has completed (a ticket
 //   counter; one synchronise releases every pending block of every sub-pool).
 //   A block freed in stream order on its own stream is free at once; freed on
-//   another stream it waits for a fence recorded on that stream. A whole free
-//   segment moves to another stream's sub-pool only after a fence on its
-//   stream completed, or after a synchronise.
+//   another stream it waits for a fence recorded on that stream. Memory
+//   cached for one stream reaches another only through the upstream: whole
+//   free segments (or free pages of expandable ones) are given back, and the
+//   upstream's release waits for the device, when the ladder or the tight
+//   policy needs the room.
 // - Out-of-memory ladder (DESIGN.md): best fit → reclaim completed pending
 //   frees (one batched synchronise when pending memory could serve the
 //   request, before growing, so a malloc/free loop never grows without
 //   bound) → grow → release whole free segments of every sub-pool and retry
 //   → synchronise, release everything cached and retry → fail with the
 //   upstream's code and an OomReport.
+// - Policy (pool_config.h): PyTorch's size classes and segment sizes; the
+//   default `tight` policy also gives cached memory back before growth would
+//   raise the peak of reserved memory; `expandable_segments` puts large
+//   blocks in one growing virtual range per sub-pool.
+//
+// How libcumemtrace.so drives it (one DevicePool per device, made on first
+// use over an Upstream of the real driver):
+//   cudaMalloc       → allocate(size); the alloc event gets `block`. On
+//                      failure: the oom event from Allocation::oom, then the
+//                      upstream's code is returned.
+//   cudaFree(p)      → p == 0: forward (it creates the context). Else the
+//                      pool that owns(p): free(p). not_owned: forward to the
+//                      real cudaFree; invalid_pointer: cudaErrorInvalidValue,
+//                      never forwarded.
+//   cudaMallocAsync  → allocate_async(size, stream)  } a per-thread default
+//   cudaFreeAsync    → free_async(p, stream)         } stream needs a handle
+//                                                      unique to its thread
+//   cudaStreamDestroy → stream_destroyed(stream), before the real call
+//   cudaDeviceSynchronize → t = sync_ticket(); real call; device_synchronized(t)
+//   cudaMemGetInfo   → application_memory_info(real free, real total)
+//   cudaDeviceReset  → forget_all() once the real reset succeeded
+//   `pool` samples   → stats(); fragmentation_of(stats)
 #pragma once
 
 #include <cstddef>
