@@ -134,14 +134,27 @@ class Unpickler {
   }
 
   // --- values ------------------------------------------------------------
+  // Roughly what an unordered_map node of the memo costs.
+  static constexpr std::size_t kMemoEntryBytes = 48;
+
+  void charge(std::size_t bytes) {
+    memory_ += bytes;
+    if (memory_ > limits_.max_memory_bytes) {
+      fail("reading this pickle would take more than " + std::to_string(limits_.max_memory_bytes >> 20) +
+           " MiB of memory");
+    }
+  }
+
   std::uint32_t make(Type type, std::uint64_t bits = 0, std::uint32_t index = 0) {
     if (doc_.nodes_.size() >= limits_.max_values) {
       fail("more than " + std::to_string(limits_.max_values) + " values");
     }
+    charge(sizeof(Document::Node));
     doc_.nodes_.push_back({type, index, bits});
     return static_cast<std::uint32_t>(doc_.nodes_.size() - 1);
   }
   std::uint32_t make_container(Type type, std::vector<std::uint32_t> items = {}) {
+    charge(sizeof(std::vector<std::uint32_t>) + items.size() * sizeof(std::uint32_t));
     const auto index = static_cast<std::uint32_t>(doc_.children_.size());
     const std::uint32_t id = make(type, 0, index);
     doc_.children_.push_back(std::move(items));
@@ -213,18 +226,22 @@ class Unpickler {
 
   void append(std::uint32_t list, const std::vector<std::uint32_t>& items, const char* opname) {
     auto& children = container_of(list, Type::list, opname);
+    charge(items.size() * sizeof(std::uint32_t));
     children.insert(children.end(), items.begin(), items.end());
   }
   void set_items(std::uint32_t dict, const std::vector<std::uint32_t>& pairs, const char* opname) {
     if (pairs.size() % 2 != 0) fail(std::string(opname) + " with an odd number of keys and values");
     auto& children = container_of(dict, Type::dict, opname);
+    charge(pairs.size() * sizeof(std::uint32_t));
     children.insert(children.end(), pairs.begin(), pairs.end());
   }
 
   // --- the memo ----------------------------------------------------------
   void memo_put(std::uint64_t index) {
     if (index > std::numeric_limits<std::uint32_t>::max()) fail("memo index out of range");
-    memo_[static_cast<std::uint32_t>(index)] = top();
+    const auto [it, inserted] = memo_.try_emplace(static_cast<std::uint32_t>(index), 0);
+    if (inserted) charge(kMemoEntryBytes);
+    it->second = top();
   }
   void memo_get(std::uint64_t index) {
     const auto it = memo_.find(static_cast<std::uint32_t>(index));
@@ -358,6 +375,7 @@ class Unpickler {
   std::vector<std::uint32_t> stack_;
   std::vector<std::size_t> marks_;
   std::unordered_map<std::uint32_t, std::uint32_t> memo_;
+  std::size_t memory_ = 0;  // charged so far, against Limits::max_memory_bytes
 };
 
 Document Document::parse(std::string bytes, const Limits& limits) {

@@ -12,9 +12,10 @@
 //   pickle::Value root = doc.root();
 //   if (auto traces = root.get("device_traces")) ...
 //
-// Memory is linear in the input: each opcode byte creates at most one value,
-// and lengths are checked against the bytes that remain before anything is
-// allocated. Values live in one arena and refer to each other by index, so a
+// Memory is linear in the input and capped (Limits): each opcode byte creates
+// at most one value, memo entry or container entry, lengths are checked
+// against the bytes that remain before anything is allocated, and the
+// reader's own structures are charged against max_memory_bytes as they grow. Values live in one arena and refer to each other by index, so a
 // memo reference shares a value instead of copying it, and a hostile cycle
 // (a list that contains itself) costs nothing and cannot recurse: readers
 // walk a fixed schema, never the whole graph.
@@ -42,6 +43,9 @@ struct Limits {
   std::size_t max_stack = std::size_t{1} << 20;        // values on the unpickler's stack
   std::size_t max_marks = 1024;                        // MARKs open at once: the nesting depth
   std::size_t max_values = std::size_t{1} << 27;       // values created in all
+  // What the values, container entries and memo may take, estimated as they
+  // grow: a hostile pickle makes up to ~40 bytes of them per input byte.
+  std::size_t max_memory_bytes = std::size_t{1} << 30;
 };
 
 enum class Type : std::uint8_t { none, boolean, integer, floating, string, bytes, list, tuple, dict };

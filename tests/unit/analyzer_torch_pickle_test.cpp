@@ -206,6 +206,23 @@ TEST(TorchPickle, ValueCountIsBounded) {
             std::string::npos);
 }
 
+TEST(TorchPickle, MemoryIsBoundedWhateverTheOpcodes) {
+  Limits small;
+  small.max_memory_bytes = 1 << 20;
+  // One-byte opcodes that each make a memo entry, an empty list, or a list
+  // entry (DUP + APPENDS).
+  EXPECT_NE(error_of("\x80\x04N" + std::string(100000, '\x94') + ".", small).find("more than 1 MiB of memory"),
+            std::string::npos);
+  EXPECT_NE(error_of("\x80\x02" + std::string(100000, ']') + ".", small).find("more than 1 MiB of memory"),
+            std::string::npos);
+  std::string dups = "\x80\x02]";
+  for (int i = 0; i < 1000; ++i) dups += "(N" + std::string(899, '2') + "e";
+  dups += ".";
+  EXPECT_NE(error_of(dups, small).find("more than 1 MiB of memory"), std::string::npos);
+  // A real snapshot's worth is far below the default.
+  EXPECT_NO_THROW(Document::parse("\x80\x04N" + std::string(1000, '\x94') + "."));
+}
+
 TEST(TorchPickle, MemoReferencesShareInsteadOfCopying) {
   // A "billion laughs": each list holds its predecessor ten times. 30 levels
   // describe 10**30 leaves; shared, they are 30 lists of 10 references.
