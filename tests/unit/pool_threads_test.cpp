@@ -14,9 +14,28 @@
 
 using namespace pool_test;
 
-TEST(PoolThreadsTest, EightThreadsKeepBlocksDisjointAndCountersExact) {
-  FakeUpstream up(4096 * MiB);
-  DevicePool pool(up, config_from("device_shards:4"));
+namespace {
+
+struct ThreadsCase {
+  const char* conf;
+  std::size_t capacity;
+  std::size_t vm_granularity;
+};
+
+class PoolThreadsTest : public ::testing::TestWithParam<ThreadsCase> {};
+
+}  // namespace
+
+// Roomy device; a small one where threads meet in the out-of-memory ladder;
+// expandable segments on a small one (mapping, recycling, unmapping).
+INSTANTIATE_TEST_SUITE_P(Configs, PoolThreadsTest,
+                         ::testing::Values(ThreadsCase{"device_shards:4", 4096 * MiB, 0},
+                                           ThreadsCase{"device_shards:4,segment_policy:pytorch", 160 * MiB, 0},
+                                           ThreadsCase{"expandable_segments:true", 160 * MiB, 2 * MiB}));
+
+TEST_P(PoolThreadsTest, EightThreadsKeepBlocksDisjointAndCountersExact) {
+  FakeUpstream up(GetParam().capacity, GetParam().vm_granularity);
+  DevicePool pool(up, config_from(GetParam().conf));
   std::mutex mu;
   std::map<DevicePtr, std::size_t> live;  // every thread's blocks, for the overlap check
   std::vector<DevicePtr> handoff;         // blocks passed to another thread to free
