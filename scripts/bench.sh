@@ -68,7 +68,7 @@ printf '|%s|%s|%s|\n' "$(printf -- '-%.0s' {1..60})" "$(printf -- '-%.0s' {1..14
 snapshots=${CUMEMTRACE_TORCH_SNAPSHOTS:-$root/../shared/traces/torch}
 if compgen -G "$snapshots/*.pickle" >/dev/null; then
   for p in "$snapshots"/*.pickle; do
-    "$build/bin/cumemtrace" import-torch "$p" -o "$scratch/$(basename "${p%.pickle}").jsonl" >/dev/null
+    "$build/bin/cumemtrace" import-torch "$p" -o "$scratch/$(basename "${p%.pickle}").jsonl" >/dev/null 2>&1
   done
   echo
   echo "Caching pool, peak reserved memory replaying PyTorch snapshots from $snapshots (MiB; r/a ="
