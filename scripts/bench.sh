@@ -67,14 +67,15 @@ printf '|%s|%s|%s|\n' "$(printf -- '-%.0s' {1..60})" "$(printf -- '-%.0s' {1..14
 # default, and expandable segments. Peaks in MiB.
 snapshots=${CUMEMTRACE_TORCH_SNAPSHOTS:-$root/../shared/traces/torch}
 if compgen -G "$snapshots/*.pickle" >/dev/null; then
+  mkdir -p "$scratch/torch"
   for p in "$snapshots"/*.pickle; do
-    "$build/bin/cumemtrace" import-torch "$p" -o "$scratch/$(basename "${p%.pickle}").jsonl" >/dev/null 2>&1
+    "$build/bin/cumemtrace" import-torch "$p" -o "$scratch/torch/$(basename "${p%.pickle}").jsonl" >/dev/null 2>&1
   done
   echo
   echo "Caching pool, peak reserved memory replaying PyTorch snapshots from $snapshots (MiB; r/a ="
   echo "peak reserved / peak allocated, r/trace = peak reserved / PyTorch's recorded peak reserved):"
   echo
-  "$build/bin/pool_replay_harness" --conf pytorch --conf "" --conf expandable_segments:true "$scratch"/*.jsonl
+  "$build/bin/pool_replay_harness" --conf pytorch --conf "" --conf expandable_segments:true "$scratch"/torch/*.jsonl
 else
   echo
   echo "(no PyTorch snapshots in $snapshots: set CUMEMTRACE_TORCH_SNAPSHOTS for the pool's memory table)"
