@@ -13,6 +13,7 @@ packages=(
   libgtest-dev libgmock-dev googletest
   libbenchmark-dev       # scripts/bench.sh
   libzstd-dev zstd       # .jsonl.zst traces
+  jq                     # scripts/pool-quality.sh reads replay --format json
   clang                  # libFuzzer for the reader's fuzz test
 )
 

@@ -26,4 +26,21 @@ struct ReportArgs {
 CLI::App* add_report_command(CLI::App& app, ReportArgs& args);
 int report_command(const ReportArgs& args);
 
+struct ImportTorchArgs {
+  std::string snapshot;
+  std::string output;
+};
+CLI::App* add_import_torch_command(CLI::App& app, ImportTorchArgs& args);
+int import_torch_command(const ImportTorchArgs& args);
+
+struct ReplayArgs {
+  std::string trace;
+  std::string pool_conf;  // empty: the pool's defaults; "pytorch": PyTorch's policy
+  std::string capacity;   // empty: the trace's device total, else unlimited
+  std::string format = "text";
+  std::string output;
+};
+CLI::App* add_replay_command(CLI::App& app, ReplayArgs& args);
+int replay_command(const ReplayArgs& args);
+
 }  // namespace cumemtrace::cli
