@@ -33,6 +33,10 @@ int main_checked(int argc, char** argv) {
   CLI::App* run = add_run_command(app, run_args);
   ReportArgs report_args;
   CLI::App* report = add_report_command(app, report_args);
+  TimelineArgs timeline_args;
+  CLI::App* timeline = add_timeline_command(app, timeline_args);
+  ExportArgs export_args;
+  CLI::App* export_cli = add_export_command(app, export_args);
 
   try {
     app.parse(argc, argv);
@@ -43,6 +47,8 @@ int main_checked(int argc, char** argv) {
   if (verbose) spdlog::set_level(spdlog::level::debug);
   if (run->parsed()) return run_command(run_args);
   if (report->parsed()) return report_command(report_args);
+  if (timeline->parsed()) return timeline_command(timeline_args);
+  if (export_cli->parsed()) return export_command(export_args);
   return kExitUsage;
 }
 
