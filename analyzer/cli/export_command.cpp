@@ -28,14 +28,11 @@ int export_command(const ExportArgs& args) {
   using namespace cumemtrace::analyzer;
   try {
     TraceReader reader(args.trace);
-    StreamedOutput output;
-    if (std::string error = output.open(args.output); !error.empty()) {
-      spdlog::error("{}", error);
-      return kExitUsage;
-    }
-    const ExportSummary summary = args.format == "csv" ? export_events_csv(reader, output.stream())
-                                                       : export_perfetto(reader, output.stream());
-    if (std::string error = output.commit(); !error.empty()) {
+    ExportSummary summary;
+    const std::string error = write_streamed(args.output, [&](std::ostream& out) {
+      summary = args.format == "csv" ? export_events_csv(reader, out) : export_perfetto(reader, out);
+    });
+    if (!error.empty()) {
       spdlog::error("{}", error);
       return kExitUsage;
     }

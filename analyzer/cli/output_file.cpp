@@ -101,4 +101,11 @@ std::string StreamedOutput::commit() {
   return {};
 }
 
+std::string write_streamed(const std::string& path, const std::function<void(std::ostream&)>& write) {
+  StreamedOutput output;
+  if (std::string error = output.open(path); !error.empty()) return error;
+  write(output.stream());
+  return output.commit();
+}
+
 }  // namespace cumemtrace::cli

@@ -5,6 +5,7 @@
 
 #include <ext/stdio_filebuf.h>
 
+#include <functional>
 #include <memory>
 #include <ostream>
 #include <string>
@@ -37,5 +38,10 @@ class StreamedOutput {
   std::unique_ptr<__gnu_cxx::stdio_filebuf<char>> buffer_;
   std::unique_ptr<std::ostream> stream_;
 };
+
+// Opens `path` ("" or "-": standard output), lets `write` fill it, and
+// commits it. Returns "" on success, else one line saying what failed;
+// exceptions from `write` leave no file behind and pass on.
+std::string write_streamed(const std::string& path, const std::function<void(std::ostream&)>& write);
 
 }  // namespace cumemtrace::cli

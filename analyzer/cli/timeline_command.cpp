@@ -31,14 +31,11 @@ int timeline_command(const TimelineArgs& args) {
   using namespace cumemtrace::analyzer;
   try {
     TraceReader reader(args.trace);
-    StreamedOutput output;
-    if (std::string error = output.open(args.output); !error.empty()) {
-      spdlog::error("{}", error);
-      return kExitUsage;
-    }
     const TimelineFormat format = args.format == "json" ? TimelineFormat::json : TimelineFormat::csv;
-    const TimelineWriteSummary summary = write_timeline(reader, format, args.points, output.stream());
-    if (std::string error = output.commit(); !error.empty()) {
+    TimelineWriteSummary summary;
+    const std::string error = write_streamed(
+        args.output, [&](std::ostream& out) { summary = write_timeline(reader, format, args.points, out); });
+    if (!error.empty()) {
       spdlog::error("{}", error);
       return kExitUsage;
     }

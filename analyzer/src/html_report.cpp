@@ -290,7 +290,11 @@ void render_fragmentation(std::string& out, const Json& report, const TimelineCo
   const auto pool = timeline.pool_by_device();
   for (const auto& [dev, samples] : series) {
     ChartLine unused{ChartLine::Style::line, kUnusedLine, "reserved but not allocated", {}};
-    for (const TimelineSample& s : samples) {
+    for (std::size_t i = 0; i < samples.size(); ++i) {
+      const TimelineSample& s = samples[i];
+      // At one instant, the state once all its events are done: a free and
+      // its segment_free share a time, and the ratio between them is noise.
+      if (i + 1 < samples.size() && samples[i + 1].t == s.t) continue;
       const double value = s.reserved == 0 || s.allocated >= s.reserved
                                ? 0.0
                                : 1.0 - static_cast<double>(s.allocated) / static_cast<double>(s.reserved);
@@ -338,8 +342,9 @@ void render_segment_maps(std::string& out, const std::vector<SegmentSnapshot>& m
              html(format_bytes(map.hidden_segment_bytes)) + ") are not drawn";
     }
     if (map.outside_blocks > 0) {
-      out += "; " + std::to_string(map.outside_blocks) + " live blocks (" + html(format_bytes(map.outside_bytes)) +
-             ") lie in no segment (managed or host memory, or no segment events)";
+      out += "; " + std::to_string(map.outside_blocks) +
+             (map.outside_blocks == 1 ? " live block (" : " live blocks (") + html(format_bytes(map.outside_bytes)) +
+             (map.outside_blocks == 1 ? ") lies" : ") lie") + " in no segment (managed or host memory, or no segment events)";
     }
     out += ".</p>";
     if (map.segments.empty()) {

@@ -79,7 +79,8 @@ std::string render_segment_map(const SegmentSnapshot& map, const std::vector<std
   std::string svg = "<svg xmlns=\"http://www.w3.org/2000/svg\" class=\"segmap\" width=\"" + std::to_string(kWidth) +
                     "\" height=\"" + std::to_string(height) + "\" viewBox=\"0 0 " + std::to_string(kWidth) + " " +
                     std::to_string(height) + "\" role=\"img\"><title>Segment map: " +
-                    std::to_string(map.segments.size()) + " segments</title>";
+                    std::to_string(map.segments.size()) + (map.segments.size() == 1 ? " segment" : " segments") +
+                    "</title>";
   svg += "<text class=\"axis\" x=\"" + num(bar_x) + "\" y=\"14\">segment start</text>";
   svg += "<text class=\"axis\" x=\"" + num(bar_x + bar_width) + "\" y=\"14\" text-anchor=\"end\">segment end</text>";
   double y = kHeader;
@@ -87,7 +88,8 @@ std::string render_segment_map(const SegmentSnapshot& map, const std::vector<std
     svg += "<text class=\"seglabel\" x=\"0\" y=\"" + num(y + 13) + "\">dev " + std::to_string(s.dev) + " " +
            format_hex(s.ptr) + " " + format_bytes(s.size) + "</text>";
     svg += "<g class=\"segment\"><title>segment " + format_hex(s.ptr) + " on device " + std::to_string(s.dev) + ": " +
-           format_bytes(s.size) + ", " + format_bytes(s.used) + " in " + std::to_string(s.blocks) + " live blocks (" +
+           format_bytes(s.size) + ", " + format_bytes(s.used) + " in " + std::to_string(s.blocks) +
+           (s.blocks == 1 ? " live block (" : " live blocks (") +
            percent(s.used, s.size) + "), " + format_bytes(s.size > s.used ? s.size - s.used : 0) +
            " free</title><rect x=\"" + num(bar_x) + "\" y=\"" + num(y) + "\" width=\"" + num(bar_width) + "\" height=\"" +
            std::to_string(kRowHeight) + "\" fill=\"" + kFreeColour + "\"/></g>";

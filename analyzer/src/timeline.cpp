@@ -8,13 +8,19 @@ namespace cumemtrace::analyzer {
 
 namespace {
 
-// The earlier sample wins a tie: a peak's time is when it was first reached,
-// as Watermark records it.
+// The earlier sample wins a tie, as a peak's time is when it was first
+// reached (Watermark) -- unless both have the same time: then the later one
+// is the state once that moment's events are all done (a free and its
+// segment_free share a time; the state between them is not worth showing).
 TimelineSample higher_allocated(const TimelineSample& earlier, const TimelineSample& later) {
-  return later.allocated > earlier.allocated ? later : earlier;
+  const bool later_wins = later.allocated > earlier.allocated ||
+                          (later.allocated == earlier.allocated && later.t == earlier.t);
+  return later_wins ? later : earlier;
 }
 TimelineSample higher_reserved(const TimelineSample& earlier, const TimelineSample& later) {
-  return later.reserved > earlier.reserved ? later : earlier;
+  const bool later_wins = later.reserved > earlier.reserved ||
+                          (later.reserved == earlier.reserved && later.t == earlier.t);
+  return later_wins ? later : earlier;
 }
 
 }  // namespace

@@ -3,7 +3,11 @@
 // (every event has ph/ts/pid, slices nest, counters reach the analysis'
 // peaks at their times).
 #include <gtest/gtest.h>
+#include <zstd.h>
 
+#include <filesystem>
+
+#include <algorithm>
 #include <cmath>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -274,6 +278,90 @@ TEST(ExportPerfetto, NamesAreJsonEscapedAndTimestampsAreExactMicroseconds) {
     }
   }
   EXPECT_TRUE(found);
+}
+
+// The commands as users run them: exit codes, messages, output files.
+testing::CommandResult cli(std::vector<std::string> args) {
+  args.insert(args.begin(), testing::cli_path());
+  return testing::run_command(args);
+}
+
+void expect_one_error_line(const testing::CommandResult& r) {
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_EQ(r.err.rfind("cumemtrace: ", 0), 0u) << r.err;
+  ASSERT_FALSE(r.err.empty());
+  EXPECT_EQ(r.err.find('\n'), r.err.size() - 1) << r.err;
+}
+
+std::vector<std::string> files_in(const std::string& dir) {
+  std::vector<std::string> names;
+  for (const auto& entry : std::filesystem::directory_iterator(dir)) names.push_back(entry.path().filename());
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+TEST(ExportCli, UsageErrorsExitTwo) {
+  testing::TempDir tmp;
+  const std::string trace = write_trace(tmp, event_trace());
+  EXPECT_EQ(cli({"export", trace}).exit_code, 2);  // --format is required
+  EXPECT_EQ(cli({"export", trace, "--format", "xml"}).exit_code, 2);
+  EXPECT_EQ(cli({"timeline", trace, "--format", "xml"}).exit_code, 2);
+  EXPECT_EQ(cli({"timeline", trace, "--points", "0"}).exit_code, 2);
+  EXPECT_EQ(cli({"timeline", trace, "--points", "many"}).exit_code, 2);
+  expect_one_error_line(cli({"export", tmp.path("missing.jsonl"), "--format", "csv"}));
+  expect_one_error_line(cli({"timeline", tmp.path("missing.jsonl")}));
+  const testing::CommandResult unwritable =
+      cli({"export", trace, "--format", "perfetto", "-o", tmp.path("no/such/dir/out.json")});
+  expect_one_error_line(unwritable);
+  EXPECT_NE(unwritable.err.find("cannot write"), std::string::npos) << unwritable.err;
+}
+
+TEST(ExportCli, OutputFileHoldsExactlyWhatStdoutGets) {
+  testing::TempDir tmp;
+  const std::string trace = write_trace(tmp, event_trace());
+  for (const std::vector<std::string>& command :
+       {std::vector<std::string>{"export", trace, "--format", "perfetto"},
+        std::vector<std::string>{"export", trace, "--format", "csv"},
+        std::vector<std::string>{"timeline", trace, "--format", "json", "--points", "5"}}) {
+    const testing::CommandResult to_stdout = cli(command);
+    ASSERT_EQ(to_stdout.exit_code, 0) << to_stdout.err;
+    std::vector<std::string> with_file = command;
+    with_file.insert(with_file.end(), {"-o", tmp.path("out")});
+    const testing::CommandResult to_file = cli(with_file);
+    ASSERT_EQ(to_file.exit_code, 0) << to_file.err;
+    EXPECT_EQ(to_file.out, "");
+    EXPECT_EQ(testing::read_file(tmp.path("out")), to_stdout.out);
+    EXPECT_GT(to_stdout.out.size(), 100u);
+  }
+  EXPECT_EQ(files_in(tmp.dir()), (std::vector<std::string>{"out", "t.jsonl"}));  // no temporary left
+}
+
+TEST(ExportCli, UnreadableDataMidwayLeavesNoOutputFile) {
+  testing::TempDir tmp;
+  // A valid zstd frame with the first lines, then a frame that is garbage.
+  std::vector<std::string> lines{testing::header_line()};
+  for (int i = 0; i < 1000; ++i) lines.push_back(testing::alloc_line(static_cast<std::uint64_t>(i), "0x10", 1));
+  const std::string text = testing::join_lines(lines);
+  std::string frame(ZSTD_compressBound(text.size()), '\0');
+  frame.resize(ZSTD_compress(frame.data(), frame.size(), text.data(), text.size(), 3));
+  testing::write_file(tmp.path("t.jsonl.zst"), frame + frame.substr(0, 4) + std::string(4096, '\xff'));
+  for (const char* format : {"csv", "perfetto"}) {
+    const testing::CommandResult r = cli({"export", tmp.path("t.jsonl.zst"), "--format", format, "-o", tmp.path("out")});
+    expect_one_error_line(r);
+    EXPECT_NE(r.err.find("corrupt zstd data"), std::string::npos) << r.err;
+  }
+  expect_one_error_line(cli({"timeline", tmp.path("t.jsonl.zst"), "-o", tmp.path("out")}));
+  EXPECT_EQ(files_in(tmp.dir()), (std::vector<std::string>{"t.jsonl.zst"}));
+}
+
+TEST(ExportCli, CutTraceIsExportedUpToTheCutWithAWarning) {
+  testing::TempDir tmp;
+  const std::string trace = write_trace(tmp, testing::header_line() + "\n" + testing::alloc_line(10, "0x1", 5) + "\n" +
+                                                 R"({"ev":"alloc","t":20,)");
+  const testing::CommandResult r = cli({"export", trace, "--format", "csv"});
+  EXPECT_EQ(r.exit_code, 0);
+  EXPECT_NE(r.err.find("cut short after line 2"), std::string::npos) << r.err;
+  EXPECT_EQ(parse_csv(r.out).size(), 2u);
 }
 
 }  // namespace

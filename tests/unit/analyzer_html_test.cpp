@@ -168,7 +168,7 @@ TEST(HtmlPage, SaysWhatIsMissingWhenTheReportLacksKeys) {
   }
   EXPECT_TRUE(contains(page, "<svg"));
   EXPECT_TRUE(contains(page, "At the allocated peak, 10 ns"));
-  EXPECT_TRUE(contains(page, "1 live blocks (2.00 KiB) lie in no segment"));
+  EXPECT_TRUE(contains(page, "1 live block (2.00 KiB) lies in no segment"));
   EXPECT_TRUE(contains(page, "No allocation failed."));
 
   // From standard input the trace cannot be read twice: no maps, and a note why.
