@@ -14,6 +14,8 @@ packages=(
   libbenchmark-dev       # scripts/bench.sh
   libzstd-dev zstd       # .jsonl.zst traces
   clang                  # libFuzzer for the reader's fuzz test
+  chromium               # the HTML report's browser tests (headless)
+  libpng-dev             # reading those tests' screenshots
 )
 
 missing=()
