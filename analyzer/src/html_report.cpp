@@ -304,6 +304,13 @@ void render_fragmentation(std::string& out, const Json& report, const TimelineCo
     if (auto it = pool.find(dev); it != pool.end()) {
       for (const PoolSample& p : it->second) scattered.points.push_back({p.t, p.scattered()});
     }
+    const bool reserved_any = std::any_of(samples.begin(), samples.end(), [](const TimelineSample& s) { return s.reserved > 0; });
+    if (!reserved_any && scattered.points.empty()) {
+      out += "<h3>" + html(device_heading(report, dev)) +
+             "</h3><p class=\"absent\">No segments were recorded on this device, so there is no reserved memory "
+             "to be fragmented.</p>";
+      continue;
+    }
     StepChart chart;
     chart.title = "Fragmentation on device " + std::to_string(dev);
     chart.y_axis = StepChart::YAxis::fraction;

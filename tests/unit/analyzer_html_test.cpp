@@ -170,6 +170,7 @@ TEST(HtmlPage, SaysWhatIsMissingWhenTheReportLacksKeys) {
   EXPECT_TRUE(contains(page, "At the allocated peak, 10 ns"));
   EXPECT_TRUE(contains(page, "1 live block (2.00 KiB) lies in no segment"));
   EXPECT_TRUE(contains(page, "No allocation failed."));
+  EXPECT_TRUE(contains(page, "No segments were recorded on this device"));  // no fragmentation chart of nothing
 
   // From standard input the trace cannot be read twice: no maps, and a note why.
   const std::string from_stdin = render_html_report(report, timeline, "-");
