@@ -15,6 +15,8 @@ packages=(
   libzstd-dev zstd       # .jsonl.zst traces
   jq                     # scripts/pool-quality.sh reads replay --format json
   clang                  # libFuzzer for the reader's fuzz test
+  chromium               # the HTML report's browser tests (headless)
+  libpng-dev             # reading those tests' screenshots
 )
 
 missing=()

@@ -2,6 +2,7 @@
 // runs from the values CLI11 parsed into its argument struct.
 #pragma once
 
+#include <cstddef>
 #include <string>
 #include <vector>
 
@@ -42,5 +43,21 @@ struct ReplayArgs {
 };
 CLI::App* add_replay_command(CLI::App& app, ReplayArgs& args);
 int replay_command(const ReplayArgs& args);
+struct TimelineArgs {
+  std::string trace;
+  std::string format = "csv";
+  std::size_t points = 0;  // 0: every change
+  std::string output;      // empty: standard output
+};
+CLI::App* add_timeline_command(CLI::App& app, TimelineArgs& args);
+int timeline_command(const TimelineArgs& args);
+
+struct ExportArgs {
+  std::string trace;
+  std::string format;
+  std::string output;  // empty: standard output
+};
+CLI::App* add_export_command(CLI::App& app, ExportArgs& args);
+int export_command(const ExportArgs& args);
 
 }  // namespace cumemtrace::cli
