@@ -21,6 +21,7 @@
 #include <cstdarg>
 
 #include "hook_support.h"
+#include "real_cuda.h"
 
 #define CUMEMTRACE_EXPORT extern "C" __attribute__((visibility("default")))
 
@@ -44,7 +45,7 @@ RealExec g_real;
 
 template <typename Fn>
 Fn next(const char* name) {
-  return reinterpret_cast<Fn>(::dlsym(RTLD_NEXT, name));
+  return reinterpret_cast<Fn>(find_real_symbol(name));
 }
 
 // Writes `end` (exec) before the exec; takes it back if the exec returns.

@@ -2,6 +2,7 @@
 
 #include <pthread.h>
 
+#include <algorithm>
 #include <atomic>
 
 #include "config.h"
@@ -36,21 +37,72 @@ Recorder& recorder() {
 
 Recorder* recorder_if_any() { return g_recorder.load(std::memory_order_acquire); }
 
-void record_alloc_noexcept(const AllocationFacts& facts) noexcept {
+// Every note_* catches everything: out of host memory while recording, the
+// application's call still succeeded and its result must be returned; the
+// trace loses the event.
+
+void note_allocation(const AllocRequest& request, std::uintptr_t ptr, std::size_t size) noexcept {
   try {
-    recorder().on_alloc(facts);
+    // Asked after the real call: it made the context current (the runtime's
+    // device, or the context the program made current with the driver API).
+    // Exact also when a framework switches contexts with cuCtxSetCurrent,
+    // which a cache invalidated by cudaSetDevice would miss.
+    int dev = request.dev;
+    if (dev == kCurrentDevice) dev = current_device();
+    if (dev == kDeviceOfPointer) dev = device_of_pointer(ptr);
+    recorder().on_alloc({.api = request.api,
+                         .kind = request.kind,
+                         .dev = dev,
+                         .ptr = ptr,
+                         .size = size,
+                         .stream = request.stream,
+                         .context_bound = request.context_bound});
   } catch (...) {
-    // Out of host memory while recording: the application's allocation
-    // succeeded and must be returned; the trace loses this event.
   }
 }
 
-bool record_free_noexcept(const char* api, std::uintptr_t ptr,
-                          std::optional<std::uintptr_t> stream) noexcept {
+FreeOutcome note_free(const FreeFacts& facts) noexcept {
   try {
-    return recorder().on_free(api, ptr, stream);
+    return recorder().on_free(facts);
   } catch (...) {
-    return false;
+    return FreeOutcome::recorded;
+  }
+}
+
+void adjust_memory_info(std::size_t& free_bytes, std::size_t& total_bytes) noexcept {
+  std::size_t cached = 0;
+  try {
+    cached = recorder().cached_free_bytes(current_device());
+  } catch (...) {
+  }
+  free_bytes = std::min(total_bytes, free_bytes + std::min(cached, total_bytes));
+}
+
+void note_device_reset(const char* api, int dev) noexcept {
+  try {
+    recorder().on_device_reset(api, dev);
+  } catch (...) {
+  }
+}
+
+void note_vmm_retain(std::uint64_t handle) noexcept {
+  try {
+    recorder().on_vmm_retain(handle);
+  } catch (...) {
+  }
+}
+
+void note_map(const char* api, std::uintptr_t ptr, std::size_t size, std::uint64_t handle) noexcept {
+  try {
+    recorder().on_map(api, ptr, size, handle, current_device());
+  } catch (...) {
+  }
+}
+
+void note_unmap(std::uintptr_t ptr, std::size_t size) noexcept {
+  try {
+    recorder().on_unmap(ptr, size);
+  } catch (...) {
   }
 }
 

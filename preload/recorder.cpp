@@ -30,6 +30,10 @@ long thread_id() {
   return t_tid;
 }
 
+// The `stack` field of alloc/free/oom/error events. No stack is captured yet
+// (0 = "no stack", TRACE_FORMAT.md); capturing one goes here.
+void append_stack(LineBuffer& body) { body.field("stack", 0); }
+
 void append_common(LineBuffer& body, const char* api, format::MemoryKind kind, int dev,
                    std::uintptr_t ptr, std::size_t size) {
   body.field_i("tid", thread_id())
@@ -38,6 +42,26 @@ void append_common(LineBuffer& body, const char* api, format::MemoryKind kind, i
       .field_i("dev", dev)
       .field_hex("ptr", ptr)
       .field("size", size);
+}
+
+FreeFamily family_of(Releases r) {
+  switch (r) {
+    case Releases::host_pinned: return FreeFamily::host_pinned;
+    case Releases::any_kind: return FreeFamily::any;
+    case Releases::device:
+    case Releases::vmm_handle: break;
+  }
+  return FreeFamily::device;
+}
+
+FreeOutcome outcome_of(TakeResult r) {
+  switch (r) {
+    case TakeResult::taken: return FreeOutcome::recorded;
+    case TakeResult::freed_before: return FreeOutcome::double_free;
+    case TakeResult::other_kind: return FreeOutcome::other_kind;
+    case TakeResult::unknown: break;
+  }
+  return FreeOutcome::unknown_pointer;
 }
 
 }  // namespace
@@ -113,56 +137,137 @@ void Recorder::describe_device_once(int dev) {
 }
 
 void Recorder::on_alloc(const AllocationFacts& f) {
-  if (f.ptr == 0 || inert_.load(std::memory_order_relaxed)) return;
-  live_.insert(f.ptr, LiveAllocation{f.size, f.dev, f.kind});
+  if (inert_.load(std::memory_order_relaxed)) return;
+  const bool vmm = f.kind == format::MemoryKind::vmm;
+  if (vmm) {
+    vmm_.create(f.ptr, f.size, f.dev);
+  } else {
+    if (f.ptr == 0) return;
+    live_.insert(f.ptr, LiveAllocation{f.size, f.dev, f.kind, f.context_bound});
+  }
   if (!ensure_trace_open()) return;
   describe_device_once(f.dev);
 
+  LineBuffer body;
+  append_common(body, f.api, f.kind, f.dev, f.ptr, f.size);
+  if (f.stream) body.field_hex("stream", *f.stream);
+  append_stack(body);
+  if (vmm) {
+    // Physical memory only: it becomes a segment when it is mapped.
+    writer_.emit(format::name(format::Event::alloc), body);
+    return;
+  }
   // Passthrough: the driver's memory is the application's block, so reserved
   // memory changed too, just before the application received it.
   LineBuffer segment;
   segment.field_i("dev", f.dev).field_hex("ptr", f.ptr).field("size", f.size).field_plain("api", f.api);
-  LineBuffer body;
-  append_common(body, f.api, f.kind, f.dev, f.ptr, f.size);
-  if (f.stream) body.field_hex("stream", *f.stream);
-  body.field("stack", 0);
   writer_.emit({{format::name(format::Event::segment_alloc), segment},
                 {format::name(format::Event::alloc), body}});
 }
 
-bool Recorder::on_free(const char* api, std::uintptr_t ptr, std::optional<std::uintptr_t> stream) {
-  if (inert_.load(std::memory_order_relaxed)) return false;
-  const auto a = live_.take(ptr);
-  if (!a) return false;
-  if (!ensure_trace_open()) return true;
-
+void Recorder::emit_free(const char* api, std::uintptr_t ptr, const LiveAllocation& a,
+                         std::optional<std::uintptr_t> stream) {
+  if (!ensure_trace_open()) return;
   LineBuffer body;
-  append_common(body, api, a->kind, a->dev, ptr, a->size);
+  append_common(body, api, a.kind, a.dev, ptr, a.size);
   if (stream) body.field_hex("stream", *stream);
-  body.field("stack", 0);
+  append_stack(body);
   LineBuffer segment;
-  segment.field_i("dev", a->dev).field_hex("ptr", ptr).field("size", a->size);
+  segment.field_i("dev", a.dev).field_hex("ptr", ptr).field("size", a.size);
   writer_.emit({{format::name(format::Event::free), body},
                 {format::name(format::Event::segment_free), segment}});
-  return true;
 }
 
-namespace {
+FreeOutcome Recorder::on_free(const FreeFacts& f) {
+  if (inert_.load(std::memory_order_relaxed)) return FreeOutcome::recorded;
+  if (f.releases == Releases::vmm_handle) {
+    const auto r = vmm_.release(f.ptr);
+    const FreeOutcome outcome = outcome_of(r.result);
+    if (outcome != FreeOutcome::recorded) {
+      on_error(f.api, f.ptr, outcome == FreeOutcome::double_free ? "double_free" : "unknown_pointer");
+      return outcome;
+    }
+    // Still referenced (cuMemRetainAllocationHandle): not given back yet.
+    if (!r.last || !ensure_trace_open()) return outcome;
+    LineBuffer body;
+    append_common(body, f.api, format::MemoryKind::vmm, r.handle.dev, f.ptr, r.handle.size);
+    append_stack(body);
+    writer_.emit(format::name(format::Event::free), body);
+    return outcome;
+  }
+  const auto taken = live_.take(f.ptr, family_of(f.releases));
+  const FreeOutcome outcome = outcome_of(taken.result);
+  switch (outcome) {
+    case FreeOutcome::recorded:
+      emit_free(f.api, f.ptr, taken.allocation, f.stream);
+      break;
+    case FreeOutcome::unknown_pointer:
+      on_error(f.api, f.ptr, "unknown_pointer");
+      break;
+    case FreeOutcome::double_free:
+      on_error(f.api, f.ptr, "double_free");
+      break;
+    case FreeOutcome::other_kind:
+      break;
+  }
+  return outcome;
+}
 
-// reason, live and live_bytes of the `end` line; the writer adds `dropped`.
-// No allocation: the signal paths use it.
-void append_end_fields(LineBuffer& end, format::EndReason reason, const LiveTable& live) {
+void Recorder::on_vmm_retain(std::uint64_t handle) {
+  if (inert_.load(std::memory_order_relaxed)) return;
+  vmm_.retain(handle);
+}
+
+void Recorder::on_map(const char* api, std::uintptr_t ptr, std::size_t size, std::uint64_t handle,
+                      int fallback_dev) {
+  if (inert_.load(std::memory_order_relaxed)) return;
+  const auto h = vmm_.find(handle);
+  const int dev = h ? h->dev : fallback_dev;
+  mapped_.map(ptr, size, dev);
+  if (!ensure_trace_open()) return;
+  describe_device_once(dev);
+  LineBuffer segment;
+  segment.field_i("dev", dev).field_hex("ptr", ptr).field("size", size).field_plain("api", api);
+  writer_.emit(format::name(format::Event::segment_alloc), segment);
+}
+
+void Recorder::on_unmap(std::uintptr_t ptr, std::size_t size) {
+  if (inert_.load(std::memory_order_relaxed)) return;
+  const auto removed = mapped_.unmap(ptr, size);
+  if (removed.empty() || !ensure_trace_open()) return;
+  for (const auto& [base, range] : removed) {
+    LineBuffer segment;
+    segment.field_i("dev", range.dev).field_hex("ptr", base).field("size", range.size);
+    writer_.emit(format::name(format::Event::segment_free), segment);
+  }
+}
+
+void Recorder::on_device_reset(const char* api, int dev) {
+  if (inert_.load(std::memory_order_relaxed)) return;
+  const auto dropped = live_.take_device(dev);
+  for (const auto& [ptr, allocation] : dropped) emit_free(api, ptr, allocation, std::nullopt);
+}
+
+void Recorder::on_error(const char* api, std::uintptr_t ptr, const char* what) {
+  if (inert_.load(std::memory_order_relaxed) || !ensure_trace_open()) return;
+  LineBuffer body;
+  body.field_i("tid", thread_id()).field_plain("api", api).field_hex("ptr", ptr).field_plain("what", what);
+  append_stack(body);
+  writer_.emit(format::name(format::Event::error), body);
+}
+
+std::size_t Recorder::cached_free_bytes(int /*dev*/) const { return 0; }
+
+void Recorder::append_end_fields(LineBuffer& end, format::EndReason reason) const {
   end.field_plain("reason", format::name(reason))
-      .field("live", live.count())
-      .field("live_bytes", live.bytes());
+      .field("live", live_count())
+      .field("live_bytes", live_bytes());
 }
-
-}  // namespace
 
 void Recorder::on_exit(format::EndReason reason) {
   if (inert_.load(std::memory_order_relaxed) || !writer_.is_open()) return;
   LineBuffer end;
-  append_end_fields(end, reason, live_);
+  append_end_fields(end, reason);
   writer_.finish(end);
 }
 
@@ -173,7 +278,7 @@ void Recorder::flush_from_signal() noexcept {
 void Recorder::on_fatal_signal(int signo) noexcept {
   if (inert_.load(std::memory_order_relaxed) || !writer_.is_open()) return;
   LineBuffer end;
-  append_end_fields(end, format::EndReason::signal, live_);
+  append_end_fields(end, format::EndReason::signal);
   end.field_i("signal", signo);
   writer_.finish_from_signal(end);
 }
@@ -181,7 +286,7 @@ void Recorder::on_fatal_signal(int signo) noexcept {
 bool Recorder::on_exec_begin() noexcept {
   if (inert_.load(std::memory_order_relaxed) || !writer_.is_open()) return false;
   LineBuffer end;
-  append_end_fields(end, format::EndReason::exec, live_);
+  append_end_fields(end, format::EndReason::exec);
   return writer_.begin_exec(end);
 }
 

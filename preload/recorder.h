@@ -1,10 +1,14 @@
 // The core of the injected side: turns what the hooks saw into trace events.
-// It knows nothing of CUDA's headers; hooks pass plain facts in, and device
-// details come from an injected query, so the core is unit-tested without CUDA.
+// It knows nothing of CUDA's headers; hooks pass plain facts in (api, kind,
+// device, pointer, size, stream), and device details come from an injected
+// query, so the core is unit-tested without CUDA.
 //
 // Today every allocation passes straight through to CUDA (the `passthrough`
-// pool of DESIGN.md): each alloc/free has its segment twin, so reserved equals
-// allocated. The caching pool will sit between on_alloc and the upstream.
+// pool of DESIGN.md): each device, managed or pinned alloc/free has its
+// segment twin, so reserved equals allocated. Virtual memory is the
+// exception: cuMemCreate's physical memory is an `alloc` of kind `vmm` (its
+// `ptr` is the allocation handle), and what cuMemMap makes usable at an
+// address is the segment (`segment_alloc` at map, `segment_free` at unmap).
 #pragma once
 
 #include <atomic>
@@ -33,9 +37,34 @@ struct AllocationFacts {
   const char* api = "";   // the function the application called (a plain ASCII literal)
   format::MemoryKind kind = format::MemoryKind::device;
   int dev = 0;
-  std::uintptr_t ptr = 0;
-  std::size_t size = 0;   // what the application asked for
-  std::optional<std::uintptr_t> stream;  // for stream-ordered calls
+  std::uintptr_t ptr = 0;  // for kind vmm: the CUmemGenericAllocationHandle
+  std::size_t size = 0;    // what the application asked for
+  std::optional<std::uintptr_t> stream = std::nullopt;  // for stream-ordered calls
+  // False for stream-ordered memory, which a context reset does not free.
+  bool context_bound = true;
+};
+
+// Which table a free function gives memory back to.
+enum class Releases : std::uint8_t {
+  device,       // cudaFree, cuMemFree*, the stream-ordered frees: device and managed memory
+  host_pinned,  // cudaFreeHost, cuMemFreeHost
+  vmm_handle,   // cuMemRelease
+  any_kind,     // whatever is live at the pointer: a free the real library accepted
+                // although it was not the matching function (see FreeOutcome::other_kind)
+};
+
+struct FreeFacts {
+  const char* api = "";
+  Releases releases = Releases::device;
+  std::uintptr_t ptr = 0;  // for vmm_handle: the handle
+  std::optional<std::uintptr_t> stream = std::nullopt;
+};
+
+enum class FreeOutcome : std::uint8_t {
+  recorded,         // a `free` line was written (or the memory is still referenced: vmm)
+  unknown_pointer,  // an `error` line was written; forward the free anyway
+  double_free,      // an `error` line was written; forward the free anyway
+  other_kind,       // live memory this function does not free: nothing written
 };
 
 class Recorder {
@@ -50,8 +79,32 @@ class Recorder {
   void on_alloc(const AllocationFacts& facts);
 
   // Before the real free runs (so the free's line precedes any later alloc
-  // that reuses the address). False if the pointer is not one we recorded.
-  bool on_free(const char* api, std::uintptr_t ptr, std::optional<std::uintptr_t> stream);
+  // that reuses the address). A pointer not live in the table is written as
+  // an `error` event (unknown_pointer, or double_free if it was freed lately).
+  FreeOutcome on_free(const FreeFacts& facts);
+
+  // cuMemRetainAllocationHandle: one more reference to a vmm handle.
+  void on_vmm_retain(std::uint64_t handle);
+  // cuMemMap made [ptr, ptr+size) usable, backed by `handle`: a segment_alloc
+  // on the handle's device (`fallback_dev` for a handle we never saw).
+  void on_map(const char* api, std::uintptr_t ptr, std::size_t size, std::uint64_t handle,
+              int fallback_dev);
+  // Before cuMemUnmap / cuMemAddressFree: every mapped range starting in
+  // [ptr, ptr+size) stops being usable (segment_free).
+  void on_unmap(std::uintptr_t ptr, std::size_t size);
+
+  // Before cudaDeviceReset / cuDevicePrimaryCtxReset of `dev`: every
+  // context-bound allocation on it is freed by the reset, so each gets a
+  // `free` (api = the reset function) and its segment twin.
+  void on_device_reset(const char* api, int dev);
+
+  // A misuse the application made (TRACE_FORMAT.md `error`).
+  void on_error(const char* api, std::uintptr_t ptr, const char* what);
+
+  // Device memory the allocator holds but the application does not: counted
+  // as free in what cudaMemGetInfo/cuMemGetInfo report (DESIGN.md). The
+  // passthrough pool caches nothing; the caching pool answers here.
+  std::size_t cached_free_bytes(int dev) const;
 
   // ---- lifecycle -----------------------------------------------------------
 
@@ -89,19 +142,26 @@ class Recorder {
   static void forget_thread_ids_after_fork();
 
   const TraceWriter& writer() const { return writer_; }
-  std::uint64_t live_count() const { return live_.count(); }
-  std::uint64_t live_bytes() const { return live_.bytes(); }
+  std::uint64_t live_count() const { return live_.count() + vmm_.count(); }
+  std::uint64_t live_bytes() const { return live_.bytes() + vmm_.bytes(); }
 
  private:
   bool ensure_trace_open();
   void describe_device_once(int dev);
   void write_header();
+  // reason, live and live_bytes of the `end` line; the writer adds
+  // `dropped`. No allocation: the signal paths use it.
+  void append_end_fields(LineBuffer& end, format::EndReason reason) const;
+  void emit_free(const char* api, std::uintptr_t ptr, const LiveAllocation& a,
+                 std::optional<std::uintptr_t> stream);
 
   const Config& config_;
   const DeviceQuery query_;
   const std::uint64_t start_unix_ns_;
   TraceWriter writer_;
   LiveTable live_;
+  VmmHandles vmm_;
+  MappedRanges mapped_;
 
   std::atomic<bool> inert_{false};
   std::once_flag open_once_;

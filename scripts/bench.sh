@@ -15,7 +15,7 @@ if ! command -v nvcc >/dev/null && [[ -x /usr/local/cuda/bin/nvcc ]]; then
 fi
 cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build "$build" -j"$(nproc)" --target cumemtrace cumemtrace_preload bench_malloc_free \
-  simcuda_runtime simcuda_driver >/dev/null
+  simcuda_runtime simcuda_driver pool_bench pool_replay_harness >/dev/null
 
 scratch=$(mktemp -d)
 trap 'rm -rf "$scratch"' EXIT
@@ -47,5 +47,39 @@ printf '| %-64s | %9.1f ns | %9.1f ns | %9.1f ns |\n' \
   "$bare_ns" "$traced_ns" "$(awk -v a="$traced_ns" -v b="$bare_ns" 'BEGIN {print a - b}')"
 printf '| %-64s | %12s | %12s | %12s |\n' "trace bytes per event (plain JSON Lines)" "" \
   "$(awk -v b="$bytes" -v e="$events" 'BEGIN {printf "%.1f", b / e}')" ""
+
+# The caching pool alone (Google Benchmark, simulated upstream without
+# device work): a cached alloc+free pair on 1 and 8 threads, the miss path,
+# a churning working set. Medians of BENCH_RUNS repetitions.
+echo
+echo "Caching pool, per alloc+free pair (medians of $runs repetitions; wall time with 8 threads is"
+echo "per thread, so flat wall time from 1 to 8 threads means linear scaling):"
+echo
+printf '| %-58s | %12s | %12s |\n' "benchmark" "wall time" "CPU time"
+printf '|%s|%s|%s|\n' "$(printf -- '-%.0s' {1..60})" "$(printf -- '-%.0s' {1..14})" "$(printf -- '-%.0s' {1..14})"
+"$build/bin/pool_bench" --benchmark_repetitions="$runs" --benchmark_report_aggregates_only=true \
+    --benchmark_format=csv 2>/dev/null |
+  awk -F, '$1 ~ /_median"$/ {gsub(/"/, "", $1); sub(/_median$/, "", $1);
+           printf "| %-58s | %9.1f ns | %9.1f ns |\n", $1, $3, $4}'
+
+# Memory: PyTorch's snapshots replayed through the pool with PyTorch's own
+# policy (the baseline, which reproduces PyTorch's recorded peaks), our
+# default, and expandable segments. Peaks in MiB.
+snapshots=${CUMEMTRACE_TORCH_SNAPSHOTS:-$root/../shared/traces/torch}
+if compgen -G "$snapshots/*.pickle" >/dev/null; then
+  mkdir -p "$scratch/torch"
+  for p in "$snapshots"/*.pickle; do
+    "$build/bin/cumemtrace" import-torch "$p" -o "$scratch/torch/$(basename "${p%.pickle}").jsonl" >/dev/null 2>&1
+  done
+  echo
+  echo "Caching pool, peak reserved memory replaying PyTorch snapshots from $snapshots (MiB; r/a ="
+  echo "peak reserved / peak allocated, r/trace = peak reserved / PyTorch's recorded peak reserved):"
+  echo
+  "$build/bin/pool_replay_harness" --conf pytorch --conf "" --conf expandable_segments:true "$scratch"/torch/*.jsonl
+else
+  echo
+  echo "(no PyTorch snapshots in $snapshots: set CUMEMTRACE_TORCH_SNAPSHOTS for the pool's memory table)"
+fi
+
 echo
 echo "command: BENCH_PAIRS=$pairs BENCH_RUNS=$runs scripts/bench.sh"

@@ -2,6 +2,7 @@
 // runs from the values CLI11 parsed into its argument struct.
 #pragma once
 
+#include <cstddef>
 #include <optional>
 #include <string>
 #include <vector>
@@ -29,5 +30,38 @@ struct ReportArgs {
 };
 CLI::App* add_report_command(CLI::App& app, ReportArgs& args);
 int report_command(const ReportArgs& args);
+
+struct ImportTorchArgs {
+  std::string snapshot;
+  std::string output;
+};
+CLI::App* add_import_torch_command(CLI::App& app, ImportTorchArgs& args);
+int import_torch_command(const ImportTorchArgs& args);
+
+struct ReplayArgs {
+  std::string trace;
+  std::string pool_conf;  // empty: the pool's defaults; "pytorch": PyTorch's policy
+  std::string capacity;   // empty: the trace's device total, else unlimited
+  std::string format = "text";
+  std::string output;
+};
+CLI::App* add_replay_command(CLI::App& app, ReplayArgs& args);
+int replay_command(const ReplayArgs& args);
+struct TimelineArgs {
+  std::string trace;
+  std::string format = "csv";
+  std::size_t points = 0;  // 0: every change
+  std::string output;      // empty: standard output
+};
+CLI::App* add_timeline_command(CLI::App& app, TimelineArgs& args);
+int timeline_command(const TimelineArgs& args);
+
+struct ExportArgs {
+  std::string trace;
+  std::string format;
+  std::string output;  // empty: standard output
+};
+CLI::App* add_export_command(CLI::App& app, ExportArgs& args);
+int export_command(const ExportArgs& args);
 
 }  // namespace cumemtrace::cli

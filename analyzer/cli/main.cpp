@@ -33,6 +33,14 @@ int main_checked(int argc, char** argv) {
   CLI::App* run = add_run_command(app, run_args);
   ReportArgs report_args;
   CLI::App* report = add_report_command(app, report_args);
+  ImportTorchArgs import_torch_args;
+  CLI::App* import_torch = add_import_torch_command(app, import_torch_args);
+  ReplayArgs replay_args;
+  CLI::App* replay = add_replay_command(app, replay_args);
+  TimelineArgs timeline_args;
+  CLI::App* timeline = add_timeline_command(app, timeline_args);
+  ExportArgs export_args;
+  CLI::App* export_cli = add_export_command(app, export_args);
 
   try {
     app.parse(argc, argv);
@@ -43,6 +51,10 @@ int main_checked(int argc, char** argv) {
   if (verbose) spdlog::set_level(spdlog::level::debug);
   if (run->parsed()) return run_command(run_args);
   if (report->parsed()) return report_command(report_args);
+  if (import_torch->parsed()) return import_torch_command(import_torch_args);
+  if (replay->parsed()) return replay_command(replay_args);
+  if (timeline->parsed()) return timeline_command(timeline_args);
+  if (export_cli->parsed()) return export_command(export_args);
   return kExitUsage;
 }
 

@@ -3,9 +3,11 @@
 
 #include <CLI/CLI.hpp>
 #include <chrono>
+#include <optional>
 
 #include "commands.h"
 #include "cumemtrace/analyzer/analysis.h"
+#include "cumemtrace/analyzer/html_report.h"
 #include "cumemtrace/analyzer/report.h"
 #include "cumemtrace/analyzer/trace_reader.h"
 #include "exit_codes.h"
@@ -18,7 +20,7 @@ CLI::App* add_report_command(CLI::App& app, ReportArgs& args) {
   report->add_option("trace", args.trace, "Trace file (.jsonl or .jsonl.zst; - for standard input)")
       ->required();
   report->add_option("--format", args.format, "Output format")
-      ->check(CLI::IsMember({"text", "json"}))
+      ->check(CLI::IsMember({"text", "json", "html"}))
       ->capture_default_str();
   report->add_option("-o,--output", args.output, "Write the report to this file instead of stdout");
   return report;
@@ -30,9 +32,12 @@ int report_command(const ReportArgs& args) {
     const auto start = std::chrono::steady_clock::now();
     TraceReader reader(args.trace);
     Analysis analysis;
+    std::optional<TimelineCollector> timeline;  // the HTML page's charts
+    if (args.format == "html") timeline.emplace(html_timeline_options());
     std::uint64_t events = 0;
     while (const TraceEvent* event = reader.next()) {
       analysis.consume(*event);
+      if (timeline) timeline->consume(*event, analysis);
       ++events;
     }
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -48,6 +53,8 @@ int report_command(const ReportArgs& args) {
       // command line: replace rather than fail on a bad byte.
       text = render_json_report(reader, analysis).dump(2, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
       text += '\n';
+    } else if (args.format == "html") {
+      text = render_html_report(render_json_report(reader, analysis), *timeline, args.trace);
     } else {
       text = render_text_report(reader, analysis);
     }

@@ -6,7 +6,9 @@ add_executable(integration_tests
   integration_support.cpp
   known_sequence_test.cpp
   launcher_test.cpp
-  robustness_test.cpp)
+  robustness_test.cpp
+  route_check.cpp
+  routes_test.cpp)
 target_link_libraries(integration_tests PRIVATE cumemtrace_test_support cumemtrace_warnings cumemtrace_headers
   nlohmann_json::nlohmann_json GTest::gtest_main)
 target_compile_definitions(integration_tests PRIVATE
@@ -15,10 +17,14 @@ target_compile_definitions(integration_tests PRIVATE
   CUMEMTRACE_BUILD_DIR="${CMAKE_BINARY_DIR}"
   CUMEMTRACE_APPS_DIR="${CMAKE_BINARY_DIR}/tests/apps"
   SIMCUDA_LIBRARY_DIR="${SIMCUDA_LIBRARY_DIR}"
+  CUDA_TOOLKIT_LIBRARY_DIR="${CUDAToolkit_LIBRARY_DIR}"
   CMAKE_COMMAND="${CMAKE_COMMAND}")
 # The tests run these; make sure building the tests builds them.
 add_dependencies(integration_tests cumemtrace cumemtrace_preload known_sequence fork_child
   oom_semantics survive_signals exit_paths fork_paths
+  route_runtime route_driver route_entry_points route_stream_ordered route_vmm route_semantics
+  route_devices route_threads route_framework route_static_runtime route_real_runtime_static
+  route_real_runtime_shared route_dlsym route_probe_local route_probe_early
   simcuda_runtime simcuda_driver)
 gtest_discover_tests(integration_tests TEST_PREFIX "integration." DISCOVERY_TIMEOUT 60
   PROPERTIES TIMEOUT 300)

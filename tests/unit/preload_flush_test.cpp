@@ -279,7 +279,7 @@ TEST(Fork, ChildStartsFromScratchWhileTheParentsThreadsWrite) {
   std::thread churn([&] {
     for (std::uintptr_t p = 0x100000; !stop.load(); p += 0x1000) {
       parent.on_alloc(facts(p));
-      parent.on_free("cudaFree", p, std::nullopt);
+      parent.on_free({.api = "cudaFree", .ptr = p});
       pairs.fetch_add(1);
     }
   });
@@ -294,7 +294,7 @@ TEST(Fork, ChildStartsFromScratchWhileTheParentsThreadsWrite) {
       Recorder child(c, &fake_device);
       child.on_alloc(facts(0x2000));
       child.on_alloc(facts(0x3000));
-      child.on_free("cudaFree", 0x2000, std::nullopt);
+      child.on_free({.api = "cudaFree", .ptr = 0x2000});
       child.on_exit();
       _exit(0);
     }

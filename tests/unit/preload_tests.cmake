@@ -6,7 +6,9 @@ add_executable(preload_unit_tests
   preload_config_test.cpp
   preload_flush_test.cpp
   preload_output_path_test.cpp
+  preload_recorder_test.cpp
   preload_writer_test.cpp)
-target_link_libraries(preload_unit_tests PRIVATE cumemtrace_core cumemtrace_test_support cumemtrace_warnings
+target_link_libraries(preload_unit_tests PRIVATE cumemtrace_core cumemtrace_warnings
+  cumemtrace_test_support
   nlohmann_json::nlohmann_json GTest::gtest_main)
 gtest_discover_tests(preload_unit_tests TEST_PREFIX "preload." DISCOVERY_TIMEOUT 60)

@@ -29,3 +29,7 @@ add_test(NAME golden_normal_leak_output_file
     -DACTUAL_DIR=${CMAKE_CURRENT_BINARY_DIR}/golden_actual
     -DUSE_OUTPUT_FILE=ON
     -P ${CUMEMTRACE_GOLDEN_DIR}/compare_report.cmake)
+
+# Goldens of `cumemtrace timeline` and `export` (and the HTML outlines, in
+# html_integration.cmake): see charts/README.md.
+include(${CMAKE_CURRENT_LIST_DIR}/charts/charts_golden.cmake)
