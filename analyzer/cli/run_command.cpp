@@ -22,6 +22,7 @@
 #include "commands.h"
 #include "config.h"
 #include "cumemtrace/output_template.h"
+#include "cumemtrace/pool/pool_config.h"
 #include "cumemtrace/trace_format.h"
 #include "exit_codes.h"
 
@@ -156,18 +157,9 @@ std::optional<std::string> check_outside_the_table(std::string_view env, std::st
     }
   }
   if (env == "CUMEMTRACE_POOL_CONF") {
-    // key:value[,key:value...], as PYTORCH_CUDA_ALLOC_CONF; the pool checks
-    // the keys and values themselves.
-    std::size_t start = 0;
-    do {
-      const std::size_t end = std::min(value.find(',', start), value.size());
-      const std::string_view entry = value.substr(start, end - start);
-      const std::size_t colon = entry.find(':');
-      if (colon == 0 || colon == std::string_view::npos || colon + 1 == entry.size()) {
-        return "expected key:value entries separated by commas";
-      }
-      start = end + 1;
-    } while (start <= value.size());
+    // The pool's own parser, as the library will read it.
+    const pool::PoolConfigParse parsed = pool::parse_pool_config(value);
+    if (!parsed.ok()) return parsed.errors.front();
   }
   return std::nullopt;
 }
