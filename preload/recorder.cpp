@@ -41,11 +41,12 @@ void append_common(LineBuffer& body, const char* api, format::MemoryKind kind, i
 
 }  // namespace
 
-Recorder::Recorder(const Config& config, DeviceQuery query)
+Recorder::Recorder(const Config& config, DeviceQuery query, const StackPlatform& stacks)
     : config_(config),
       query_(query),
       start_unix_ns_(unix_now_ns()),
-      writer_(TraceWriter::monotonic_now_ns(), config.buffer_kb * 1024) {}
+      writer_(TraceWriter::monotonic_now_ns(), config.buffer_kb * 1024),
+      stacks_(config.stacks, stacks, writer_) {}
 
 bool Recorder::ensure_trace_open() {
   if (writer_.is_open()) return true;
@@ -121,7 +122,7 @@ void Recorder::on_alloc(const AllocationFacts& f) {
   LineBuffer body;
   append_common(body, f.api, f.kind, f.dev, f.ptr, f.size);
   if (f.stream) body.field_hex("stream", *f.stream);
-  body.field("stack", 0);
+  append_stack(body);
   writer_.emit({{format::name(format::Event::segment_alloc), segment},
                 {format::name(format::Event::alloc), body}});
 }
@@ -135,12 +136,19 @@ bool Recorder::on_free(const char* api, std::uintptr_t ptr, std::optional<std::u
   LineBuffer body;
   append_common(body, api, a->kind, a->dev, ptr, a->size);
   if (stream) body.field_hex("stream", *stream);
-  body.field("stack", 0);
+  append_stack(body);
   LineBuffer segment;
   segment.field_i("dev", a->dev).field_hex("ptr", ptr).field("size", a->size);
   writer_.emit({{format::name(format::Event::free), body},
                 {format::name(format::Event::segment_free), segment}});
   return true;
+}
+
+void Recorder::on_mark(format::MarkKind kind, std::string_view name) {
+  if (inert_.load(std::memory_order_relaxed) || !ensure_trace_open()) return;
+  LineBuffer body;
+  body.field_i("tid", thread_id()).field_str("name", name).field_plain("kind", format::name(kind));
+  writer_.emit(format::name(format::Event::mark), body);
 }
 
 void Recorder::on_exit() {

@@ -13,10 +13,12 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <string_view>
 
 #include "config.h"
 #include "cumemtrace/trace_format.h"
 #include "live_table.h"
+#include "stacks/stack_recorder.h"
 #include "trace_writer.h"
 
 namespace cumemtrace::preload {
@@ -42,7 +44,8 @@ class Recorder {
  public:
   static constexpr int kMaxDevices = 64;
 
-  Recorder(const Config& config, DeviceQuery query);
+  // `stacks`: how call stacks are captured (none by default, as in tests).
+  Recorder(const Config& config, DeviceQuery query, const StackPlatform& stacks = {});
   Recorder(const Recorder&) = delete;
   Recorder& operator=(const Recorder&) = delete;
 
@@ -52,6 +55,9 @@ class Recorder {
   // Before the real free runs (so the free's line precedes any later alloc
   // that reuses the address). False if the pointer is not one we recorded.
   bool on_free(const char* api, std::uintptr_t ptr, std::optional<std::uintptr_t> stream);
+
+  // A phase boundary from the marker API or NVTX (`name` is any text).
+  void on_mark(format::MarkKind kind, std::string_view name);
 
   // Normal process exit: writes `end` and closes the trace.
   void on_exit();
@@ -69,12 +75,17 @@ class Recorder {
   bool ensure_trace_open();
   void describe_device_once(int dev);
   void write_header();
+  // ,"stack":<id> for an alloc/free/oom/error event: captures the calling
+  // thread's stack, writing its `stack` event first if it is new. Called
+  // only once the trace is open (the stack event must follow the header).
+  void append_stack(LineBuffer& body) { body.field("stack", stacks_.current_stack_id()); }
 
   const Config& config_;
   const DeviceQuery query_;
   const std::uint64_t start_unix_ns_;
   TraceWriter writer_;
   LiveTable live_;
+  StackRecorder stacks_;
 
   std::atomic<bool> inert_{false};
   std::once_flag open_once_;
