@@ -5,7 +5,8 @@ find_package(nlohmann_json 3 REQUIRED)
 add_executable(integration_tests
   integration_support.cpp
   known_sequence_test.cpp
-  launcher_test.cpp)
+  launcher_test.cpp
+  stacks_markers_test.cpp)
 target_link_libraries(integration_tests PRIVATE cumemtrace_test_support cumemtrace_warnings cumemtrace_headers
   nlohmann_json::nlohmann_json GTest::gtest_main)
 target_compile_definitions(integration_tests PRIVATE
@@ -17,7 +18,7 @@ target_compile_definitions(integration_tests PRIVATE
   CMAKE_COMMAND="${CMAKE_COMMAND}")
 # The tests run these; make sure building the tests builds them.
 add_dependencies(integration_tests cumemtrace cumemtrace_preload known_sequence fork_child
-  oom_semantics
+  oom_semantics stack_sites stack_perf_map markers_app
   simcuda_runtime simcuda_driver)
 gtest_discover_tests(integration_tests TEST_PREFIX "integration." DISCOVERY_TIMEOUT 60
   PROPERTIES TIMEOUT 300)
