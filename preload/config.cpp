@@ -3,6 +3,7 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 #include <string_view>
 
 #include "cumemtrace/trace_format.h"
@@ -16,6 +17,8 @@ namespace {
 constexpr std::size_t kDefaultBufferKb = 256;
 constexpr std::size_t kMinBufferKb = 4;
 constexpr std::size_t kMaxBufferKb = 64 * 1024;
+constexpr unsigned kDefaultStacks = 32;
+constexpr unsigned kMaxStacks = 256;  // StackTable::kMaxDepth
 
 // Options read by other parts of cumemtrace (the CLI), not by this library;
 // they are known, so no "unknown option" warning is printed for them.
@@ -34,22 +37,41 @@ void apply_output(Config& c, const char* value) {
   c.output_template = value;
 }
 
-void apply_buffer_kb(Config& c, const char* value) {
+// A plain decimal number in [min, max] (no sign, spaces or suffix).
+std::optional<unsigned long long> whole_number_in(const char* value, unsigned long long min,
+                                                  unsigned long long max) {
   errno = 0;
   char* end = nullptr;
   const unsigned long long v = std::strtoull(value, &end, 10);
   const bool numeric = *value >= '0' && *value <= '9' && end != value && *end == '\0' && errno == 0;
-  if (!numeric || v < kMinBufferKb || v > kMaxBufferKb) {
+  if (!numeric || v < min || v > max) return std::nullopt;
+  return v;
+}
+
+void apply_buffer_kb(Config& c, const char* value) {
+  const auto v = whole_number_in(value, kMinBufferKb, kMaxBufferKb);
+  if (!v) {
     warn("CUMEMTRACE_BUFFER_KB='%s' is not a whole number of KiB in [%zu, %zu]; using %zu",
          value, kMinBufferKb, kMaxBufferKb, kDefaultBufferKb);
     return;
   }
-  c.buffer_kb = static_cast<std::size_t>(v);
+  c.buffer_kb = static_cast<std::size_t>(*v);
+}
+
+void apply_stacks(Config& c, const char* value) {
+  const auto v = whole_number_in(value, 0, kMaxStacks);
+  if (!v) {
+    warn("CUMEMTRACE_STACKS='%s' is not a stack depth in [0, %u] (0: no stacks); using %u", value,
+         kMaxStacks, kDefaultStacks);
+    return;
+  }
+  c.stacks = static_cast<unsigned>(*v);
 }
 
 constexpr OptionSpec kOptions[] = {
     {"CUMEMTRACE_OUTPUT", apply_output},
     {"CUMEMTRACE_BUFFER_KB", apply_buffer_kb},
+    {"CUMEMTRACE_STACKS", apply_stacks},
 };
 
 bool is_known(std::string_view name) {
@@ -68,6 +90,7 @@ Config parse_config(const EnvLookup& lookup, const char* const* environ_names) {
   Config c;
   c.output_template = format::kDefaultOutputTemplate;
   c.buffer_kb = kDefaultBufferKb;
+  c.stacks = kDefaultStacks;
   for (const auto& o : kOptions) {
     if (const char* v = lookup(o.name)) o.apply(c, v);
   }
@@ -90,6 +113,7 @@ const Config& config() {
 void append_config_json(LineBuffer& out, const Config& c) {
   out.raw("{\"output\":").str(c.output_template);
   out.field("buffer_kb", c.buffer_kb);
+  out.field("stacks", c.stacks);
   out.ch('}');
 }
 

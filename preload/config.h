@@ -17,6 +17,9 @@ struct Config {
   // CUMEMTRACE_BUFFER_KB: bytes buffered before the writer hands them to the
   // kernel. Larger means fewer write(2) calls, more lost on SIGKILL.
   std::size_t buffer_kb = 0;
+  // CUMEMTRACE_STACKS: deepest call stack recorded per event (frames of the
+  // application, innermost first); 0 turns stack capture off.
+  unsigned stacks = 0;
 };
 
 // How options are looked up: getenv in the library, a map in the unit tests.

@@ -7,6 +7,7 @@
 #include "config.h"
 #include "diagnostics.h"
 #include "real_cuda.h"
+#include "stacks/unwinder.h"
 
 namespace cumemtrace::preload {
 
@@ -15,7 +16,8 @@ thread_local int ReentryGuard::depth_ = 0;
 Recorder& recorder() {
   // Leaked on purpose: it must outlive every static destructor that might
   // still free device memory.
-  static Recorder* const instance = new Recorder(config(), &query_device_from_driver);
+  static Recorder* const instance = new Recorder(config(), &query_device_from_driver,
+                                                     native_stack_platform());
   return *instance;
 }
 

@@ -100,6 +100,22 @@ TEST(Config, EchoIsValidJsonWithEveryOption) {
   const auto j = nlohmann::json::parse(b.view());
   EXPECT_EQ(j["output"], "a\"b.jsonl");
   EXPECT_EQ(j["buffer_kb"], 256);
+  EXPECT_EQ(j["stacks"], 32);
+}
+
+TEST(Config, StackDepthIsReadAndBadValuesWarnOnce) {
+  EXPECT_EQ(parse({}).config.stacks, 32u);
+  for (const auto& [text, depth] : {std::pair{"0", 0u}, {"4", 4u}, {"256", 256u}}) {
+    const auto p = parse({{"CUMEMTRACE_STACKS", text}});
+    EXPECT_EQ(p.config.stacks, depth);
+    EXPECT_EQ(p.warnings, "");
+  }
+  for (const char* bad : {"", "-1", "257", "deep", "8 ", "0x10", "99999999999999999999999"}) {
+    const auto p = parse({{"CUMEMTRACE_STACKS", bad}});
+    EXPECT_EQ(p.config.stacks, 32u) << "value '" << bad << "'";
+    EXPECT_NE(p.warnings.find("CUMEMTRACE_STACKS"), std::string::npos) << bad;
+    EXPECT_EQ(std::count(p.warnings.begin(), p.warnings.end(), '\n'), 1) << p.warnings;
+  }
 }
 
 }  // namespace
