@@ -96,6 +96,8 @@ constexpr OptionSpec kOptions[] = {
     number<&Config::flush_ms, 1, 600'000>("CUMEMTRACE_FLUSH_MS", "flush_ms",
                                           "a whole number of milliseconds in [1, 600000]"),
     word<&Config::fork, kForkWords>("CUMEMTRACE_FORK", "fork", "'trace' or 'off'"),
+    number<&Config::stacks, 0, 256>("CUMEMTRACE_STACKS", "stacks",  // 256: StackTable::kMaxDepth
+                                    "a stack depth in [0, 256] (0: no stacks)"),
 };
 
 // Read by other parts of cumemtrace, or by parts of this library that parse
@@ -105,7 +107,6 @@ constexpr std::string_view kKnownElsewhere[] = {
     "CUMEMTRACE_LIBRARY",          // `cumemtrace run`: where libcumemtrace.so is
     "CUMEMTRACE_BUILD_DIR",        // scripts/build.sh, test.sh: often exported while testing
     "CUMEMTRACE_BENCH_BUILD_DIR",  // scripts/bench.sh
-    "CUMEMTRACE_STACKS",           // call-stack depth (the stacks part)
     "CUMEMTRACE_POOL",             // caching / passthrough (the pool)
     "CUMEMTRACE_POOL_CONF",
     "CUMEMTRACE_POOL_SAMPLE_MS",

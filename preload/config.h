@@ -35,6 +35,9 @@ struct Config {
   std::uint32_t flush_ms = 200;
   // CUMEMTRACE_FORK: see ForkMode.
   ForkMode fork = ForkMode::trace;
+  // CUMEMTRACE_STACKS: deepest call stack recorded per event (frames of the
+  // application, innermost first); 0 turns stack capture off.
+  unsigned stacks = 32;
 };
 
 // How options are looked up: getenv in the library, a map in the unit tests.

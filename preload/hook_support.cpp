@@ -9,6 +9,7 @@
 #include "diagnostics.h"
 #include "real_cuda.h"
 #include "signal_handlers.h"
+#include "stacks/unwinder.h"
 
 namespace cumemtrace::preload {
 
@@ -21,7 +22,9 @@ namespace {
 std::atomic<Recorder*> g_recorder{nullptr};
 
 // The recorder a process, or a forked child, starts with.
-Recorder* make_recorder() { return new Recorder(config(), &query_device_from_driver); }
+Recorder* make_recorder() {
+  return new Recorder(config(), &query_device_from_driver, native_stack_platform());
+}
 
 }  // namespace
 

@@ -30,10 +30,6 @@ long thread_id() {
   return t_tid;
 }
 
-// The `stack` field of alloc/free/oom/error events. No stack is captured yet
-// (0 = "no stack", TRACE_FORMAT.md); capturing one goes here.
-void append_stack(LineBuffer& body) { body.field("stack", 0); }
-
 void append_common(LineBuffer& body, const char* api, format::MemoryKind kind, int dev,
                    std::uintptr_t ptr, std::size_t size) {
   body.field_i("tid", thread_id())
@@ -66,11 +62,12 @@ FreeOutcome outcome_of(TakeResult r) {
 
 }  // namespace
 
-Recorder::Recorder(const Config& config, DeviceQuery query)
+Recorder::Recorder(const Config& config, DeviceQuery query, const StackPlatform& stacks)
     : config_(config),
       query_(query),
       start_unix_ns_(unix_now_ns()),
-      writer_(TraceWriter::monotonic_now_ns(), config.buffer_kb * 1024, config.flush_ms) {}
+      writer_(TraceWriter::monotonic_now_ns(), config.buffer_kb * 1024, config.flush_ms),
+      stacks_(config.stacks, stacks, writer_) {}
 
 bool Recorder::ensure_trace_open() {
   if (writer_.is_open()) return true;
@@ -257,6 +254,13 @@ void Recorder::on_error(const char* api, std::uintptr_t ptr, const char* what) {
 }
 
 std::size_t Recorder::cached_free_bytes(int /*dev*/) const { return 0; }
+
+void Recorder::on_mark(format::MarkKind kind, std::string_view name) {
+  if (inert_.load(std::memory_order_relaxed) || !ensure_trace_open()) return;
+  LineBuffer body;
+  body.field_i("tid", thread_id()).field_str("name", name).field_plain("kind", format::name(kind));
+  writer_.emit(format::name(format::Event::mark), body);
+}
 
 void Recorder::append_end_fields(LineBuffer& end, format::EndReason reason) const {
   end.field_plain("reason", format::name(reason))

@@ -17,10 +17,12 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <string_view>
 
 #include "config.h"
 #include "cumemtrace/trace_format.h"
 #include "live_table.h"
+#include "stacks/stack_recorder.h"
 #include "trace_writer.h"
 
 namespace cumemtrace::preload {
@@ -71,7 +73,8 @@ class Recorder {
  public:
   static constexpr int kMaxDevices = 64;
 
-  Recorder(const Config& config, DeviceQuery query);
+  // `stacks`: how call stacks are captured (none by default, as in tests).
+  Recorder(const Config& config, DeviceQuery query, const StackPlatform& stacks = {});
   Recorder(const Recorder&) = delete;
   Recorder& operator=(const Recorder&) = delete;
 
@@ -105,6 +108,9 @@ class Recorder {
   // as free in what cudaMemGetInfo/cuMemGetInfo report (DESIGN.md). The
   // passthrough pool caches nothing; the caching pool answers here.
   std::size_t cached_free_bytes(int dev) const;
+
+  // A phase boundary from the marker API or NVTX (`name` is any text).
+  void on_mark(format::MarkKind kind, std::string_view name);
 
   // ---- lifecycle -----------------------------------------------------------
 
@@ -154,6 +160,10 @@ class Recorder {
   void append_end_fields(LineBuffer& end, format::EndReason reason) const;
   void emit_free(const char* api, std::uintptr_t ptr, const LiveAllocation& a,
                  std::optional<std::uintptr_t> stream);
+  // ,"stack":<id> for an alloc/free/oom/error event: captures the calling
+  // thread's stack, writing its `stack` event first if it is new. Called
+  // only once the trace is open (the stack event must follow the header).
+  void append_stack(LineBuffer& body) { body.field("stack", stacks_.current_stack_id()); }
 
   const Config& config_;
   const DeviceQuery query_;
@@ -162,6 +172,7 @@ class Recorder {
   LiveTable live_;
   VmmHandles vmm_;
   MappedRanges mapped_;
+  StackRecorder stacks_;
 
   std::atomic<bool> inert_{false};
   std::once_flag open_once_;

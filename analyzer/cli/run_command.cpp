@@ -149,13 +149,6 @@ std::optional<std::string> check_outside_the_table(std::string_view env, std::st
   if (env == "CUMEMTRACE_POOL" && value != "caching" && value != "passthrough") {
     return "expected 'caching' or 'passthrough'";
   }
-  if (env == "CUMEMTRACE_STACKS") {
-    const bool digits = !value.empty() && value.size() <= 3 &&
-                        value.find_first_not_of("0123456789") == std::string_view::npos;
-    if (!digits || std::stoi(std::string(value)) > 256) {
-      return "expected a stack depth in [0, 256] (0: no stacks)";
-    }
-  }
   if (env == "CUMEMTRACE_POOL_CONF") {
     // The pool's own parser, as the library will read it.
     const pool::PoolConfigParse parsed = pool::parse_pool_config(value);
@@ -182,7 +175,9 @@ bool pass_options_on(const RunArgs& args, const std::string& library) {
   // Every allocation becomes a cudaMalloc of its own, so the trace is
   // tensor-level (DESIGN.md, the instrumented caching pool).
   if (args.torch_tensors) ::setenv("PYTORCH_NO_CUDA_MEMORY_CACHING", "1", 1);
-  ::setenv(kNvtxInjectionEnv, library.c_str(), 0);  // the user's own choice stays
+  // NVTX v3 loads this tool library on the program's first NVTX call, so
+  // NVTX ranges become `mark` events. A tool the user named already wins.
+  ::setenv(kNvtxInjectionEnv, library.c_str(), 0);
   return true;
 }
 

@@ -118,6 +118,9 @@ TEST(PreloadLibrary, NeedsNoCudaLibraryAndExportsOnlyHooks) {
   EXPECT_EQ(deps.out.find("libcudart"), std::string::npos) << deps.out;
   EXPECT_EQ(deps.out.find("libcuda."), std::string::npos) << deps.out;
   EXPECT_EQ(deps.out.find("libstdc++"), std::string::npos) << "the C++ runtime is linked statically";
+  // libunwind is opened RTLD_LOCAL at run time, never NEEDED: its exported
+  // _Unwind_* and `backtrace` must not enter the global scope (stacks/unwinder.h).
+  EXPECT_EQ(deps.out.find("libunwind"), std::string::npos) << deps.out;
 
   const auto syms = run_command({"/usr/bin/nm", "-D", "--defined-only", CUMEMTRACE_PRELOAD});
   ASSERT_EQ(syms.exit_code, 0) << syms.err;
@@ -125,15 +128,17 @@ TEST(PreloadLibrary, NeedsNoCudaLibraryAndExportsOnlyHooks) {
   int exported = 0;
   for (std::string line; std::getline(lines, line);) {
     const std::string name = line.substr(line.rfind(' ') + 1);
-    // The CUDA hooks, dlsym under glibc's two versions, and those version
-    // definitions themselves; and the process-lifecycle functions that keep
-    // the trace whole (preload/signal_hooks.cpp, preload/flush_on_exec.cpp).
+    // The CUDA hooks (cuda*, cu*), the marker API (cumemtrace_*), NVTX's tool
+    // entry point (looked up by NVTX in the library NVTX_INJECTION64_PATH
+    // names), dlsym under glibc's two versions, and those version
+    // definitions; and the process-lifecycle functions that keep the trace
+    // whole (preload/signal_hooks.cpp, preload/flush_on_exec.cpp).
     static const std::set<std::string> kLifecycle = {"sigaction", "signal", "bsd_signal", "execve",
                                                      "execv",     "execvp", "execvpe",    "execl",
                                                      "execlp",    "execle", "fexecve",    "execveat"};
-    const bool expected = name.starts_with("cu") || name == "dlsym@@GLIBC_2.34" ||
-                          name == "dlsym@GLIBC_2.2.5" || name == "GLIBC_2.34" || name == "GLIBC_2.2.5" ||
-                          kLifecycle.contains(name);
+    const bool expected = name.starts_with("cu") || name == "InitializeInjectionNvtx2" ||
+                          name == "dlsym@@GLIBC_2.34" || name == "dlsym@GLIBC_2.2.5" ||
+                          name == "GLIBC_2.34" || name == "GLIBC_2.2.5" || kLifecycle.contains(name);
     EXPECT_TRUE(expected) << "unexpected export " << name;
     ++exported;
   }
@@ -171,7 +176,7 @@ TEST(Fork, ChildNeverWritesIntoTheParentsTrace) {
   TempDir dir;
   const auto r = run_command({CUMEMTRACE_CLI, "run", "--output", dir / "t.%p.jsonl", "--",
                               CUMEMTRACE_APPS_DIR "/fork_child"},
-                             sim_environment());
+                             sim_environment({{"CUMEMTRACE_STACKS", "0"}}));  // no `stack` lines
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const auto names = files_in(dir.dir());
   ASSERT_EQ(names.size(), 1u) << "only the parent touched CUDA: " << ::testing::PrintToString(names);

@@ -8,7 +8,8 @@ add_executable(integration_tests
   launcher_test.cpp
   robustness_test.cpp
   route_check.cpp
-  routes_test.cpp)
+  routes_test.cpp
+  stacks_markers_test.cpp)
 target_link_libraries(integration_tests PRIVATE cumemtrace_test_support cumemtrace_warnings cumemtrace_headers
   nlohmann_json::nlohmann_json GTest::gtest_main)
 target_compile_definitions(integration_tests PRIVATE
@@ -21,7 +22,7 @@ target_compile_definitions(integration_tests PRIVATE
   CMAKE_COMMAND="${CMAKE_COMMAND}")
 # The tests run these; make sure building the tests builds them.
 add_dependencies(integration_tests cumemtrace cumemtrace_preload known_sequence fork_child
-  oom_semantics survive_signals exit_paths fork_paths
+  oom_semantics stack_sites stack_perf_map markers_app survive_signals exit_paths fork_paths
   route_runtime route_driver route_entry_points route_stream_ordered route_vmm route_semantics
   route_devices route_threads route_framework route_static_runtime route_real_runtime_static
   route_real_runtime_shared route_dlsym route_probe_local route_probe_early

@@ -85,7 +85,8 @@ std::string compare_events(const std::vector<json>& expected, const std::vector<
     if ((ev == "alloc" || ev == "free") && got.contains("stream") != want.contains("stream")) {
       why << "line " << i << ": stream " << (got.contains("stream") ? "present" : "missing");
     } else if ((ev == "alloc" || ev == "free" || ev == "error") &&
-               (got.value("stack", -1) != 0 || got.value("tid", 0) <= 0)) {
+               (!got.contains("stack") || !got["stack"].is_number_unsigned() ||
+                got.value("tid", 0) <= 0)) {
       why << "line " << i << ": stack/tid " << got.dump();
     }
   }
@@ -104,8 +105,14 @@ std::string check_trace_frame(const std::vector<json>& trace, const std::vector<
   }
   std::uint64_t last_t = 0;
   std::set<int> described;
+  std::set<std::uint64_t> stacks;  // ids of `stack` lines seen so far
   for (std::size_t i = 1; i < trace.size(); ++i) {
     const json& line = trace[i];
+    if (line["ev"] == "stack") stacks.insert(line["id"].get<std::uint64_t>());
+    if (line["ev"] != "stack" && line.contains("stack") && line["stack"] != 0 &&
+        !stacks.count(line["stack"].get<std::uint64_t>())) {
+      why << "line " << i << ": stack " << line["stack"] << " used before its stack line\n";
+    }
     const auto t = line["t"].get<std::uint64_t>();
     if (t < last_t) why << "line " << i << ": t goes back (" << t << " < " << last_t << ")\n";
     last_t = t;

@@ -154,7 +154,8 @@ TEST(Config, EchoIsValidJsonWithEveryOptionInForce) {
   EXPECT_EQ(j["buffer_kb"], 256);
   EXPECT_EQ(j["flush_ms"], 50);
   EXPECT_EQ(j["fork"], "off");
-  EXPECT_EQ(j.size(), 4u) << j.dump();
+  EXPECT_EQ(j["stacks"], 32);
+  EXPECT_EQ(j.size(), 5u) << j.dump();
 }
 
 TEST(Config, ValuesAreCheckedWithTheSameTableForTheLauncher) {
@@ -165,8 +166,24 @@ TEST(Config, ValuesAreCheckedWithTheSameTableForTheLauncher) {
             "expected a whole number of milliseconds in [1, 600000]");
   EXPECT_EQ(option_value_problem("CUMEMTRACE_FORK", "sometimes"), "expected 'trace' or 'off'");
   EXPECT_EQ(option_value_problem("CUMEMTRACE_OUTPUT", ""), "expected a non-empty path template");
+  EXPECT_EQ(option_value_problem("CUMEMTRACE_STACKS", "257"), "expected a stack depth in [0, 256] (0: no stacks)");
   // Not the table's to judge.
   EXPECT_EQ(option_value_problem("CUMEMTRACE_POOL", "anything"), std::nullopt);
+}
+
+TEST(Config, StackDepthIsReadAndBadValuesWarnOnce) {
+  EXPECT_EQ(parse({}).config.stacks, 32u);
+  for (const auto& [text, depth] : {std::pair{"0", 0u}, {"4", 4u}, {"256", 256u}}) {
+    const auto p = parse({{"CUMEMTRACE_STACKS", text}});
+    EXPECT_EQ(p.config.stacks, depth);
+    EXPECT_EQ(p.warnings, "");
+  }
+  for (const char* bad : {"", "-1", "257", "deep", "8 ", "0x10", "99999999999999999999999"}) {
+    const auto p = parse({{"CUMEMTRACE_STACKS", bad}});
+    EXPECT_EQ(p.config.stacks, 32u) << "value '" << bad << "'";
+    EXPECT_NE(p.warnings.find("CUMEMTRACE_STACKS"), std::string::npos) << bad;
+    EXPECT_EQ(std::count(p.warnings.begin(), p.warnings.end(), '\n'), 1) << p.warnings;
+  }
 }
 
 }  // namespace
