@@ -90,4 +90,29 @@ TEST_F(TraceFile, MissingDirectoryIsAnError) {
   EXPECT_EQ(create_trace_file(dir_ + "/no/such/dir/t.jsonl"), -ENOENT);
 }
 
+TEST(TraceFileName, NumberedNameGoesBeforeTheTraceExtension) {
+  EXPECT_EQ(numbered_trace_path("/r/t.123.jsonl", 1), "/r/t.123.1.jsonl");
+  EXPECT_EQ(numbered_trace_path("t.123.jsonl.zst", 2), "t.123.2.jsonl.zst");
+  EXPECT_EQ(numbered_trace_path("/r.d/t.123.zst", 3), "/r.d/t.123.3.zst");
+  EXPECT_EQ(numbered_trace_path("/r.jsonl/t", 4), "/r.jsonl/t.4");
+  EXPECT_EQ(numbered_trace_path(".jsonl", 5), ".jsonl.5");
+}
+
+TEST_F(TraceFile, NameTakenByThisPidGetsTheNextNumberOnlyWhenAsked) {
+  // A process that exec'd keeps its pid: its new program's trace must not
+  // fail on the file the old program wrote.
+  std::string path = dir_ + "/t.42.jsonl";
+  ASSERT_GE(create_trace_file(path), 0);
+  std::string again = path;
+  EXPECT_EQ(create_trace_file(again, /*numbered_if_taken=*/false), -EEXIST);
+  EXPECT_EQ(again, path);
+  for (const char* expected : {"/t.42.1.jsonl", "/t.42.2.jsonl"}) {
+    std::string next = path;
+    const int fd = create_trace_file(next, /*numbered_if_taken=*/true);
+    ASSERT_GE(fd, 0);
+    close(fd);
+    EXPECT_EQ(next, dir_ + expected);
+  }
+}
+
 }  // namespace
