@@ -18,6 +18,7 @@ add_executable(analyzer_unit_tests
   analyzer_fragmentation_test.cpp
   analyzer_growth_test.cpp
   analyzer_line_parser_test.cpp
+  analyzer_multi_report_test.cpp
   analyzer_oom_test.cpp
   analyzer_phases_test.cpp
   analyzer_reader_test.cpp
