@@ -43,7 +43,12 @@ void write_summary(std::ostringstream& out, const TraceReader& reader, const Ana
                    const GrowthResult& growth, const ReportOptions& options) {
   (void)options;
   const MemoryTotals& total = analysis.total();
+  const ReaderStats& stats = reader.stats();
   out << "Summary\n";
+  if (stats.truncated) {
+    out << "  TRUNCATED:       the trace was cut after line " << stats.last_complete_line
+        << "; every figure is as of the cut\n";
+  }
   out << "  peak allocated:  " << short_peak(total.allocated, total.allocated_peak_phase) << "\n";
   out << "  peak reserved:   " << short_peak(total.reserved, total.reserved_peak_phase) << "\n";
 
@@ -63,7 +68,8 @@ void write_summary(std::ostringstream& out, const TraceReader& reader, const Ana
     out << "nothing, every allocation was freed\n";
   } else {
     out << format_bytes(total.allocated.current) << " in "
-        << plural(total.live_allocations, "allocation", "allocations") << " still live, from "
+        << plural(total.live_allocations, "allocation", "allocations")
+        << (stats.truncated ? " live when the trace was cut, from " : " still live, from ")
         << plural(analysis.leaks(0).size(), "call stack", "call stacks") << "\n";
   }
 
