@@ -115,8 +115,7 @@ PoolSample pool_sample(const TraceEvent& e) {
 }
 }  // namespace
 
-void Analysis::release(const LiveAllocation& a) {
-  DeviceInfo& d = device(a.dev);
+void Analysis::release(const LiveAllocation& a, DeviceInfo& d) {
   d.memory.allocated.remove(a.size);
   --d.memory.live_allocations;
   total_.allocated.remove(a.size);
@@ -190,8 +189,9 @@ void Analysis::on_alloc(const TraceEvent& e) {
     // The same address handed out twice without a free in between: the free
     // was lost (dropped events). Count the old allocation as freed.
     const LiveAllocation old = *stale;
-    release(old);
-    ++device(old.dev).memory.duplicate_allocs;
+    DeviceInfo& old_device = device(old.dev);
+    release(old, old_device);
+    ++old_device.memory.duplicate_allocs;
     ++total_.duplicate_allocs;
   }
   DeviceInfo& d = device(e.dev);
@@ -236,8 +236,9 @@ void Analysis::on_free(const TraceEvent& e) {
     return;
   }
   // Account the free where the allocation was, with the size it was given.
-  ++device(freed.dev).memory.frees;
-  release(freed);
+  DeviceInfo& d = device(freed.dev);
+  ++d.memory.frees;
+  release(freed, d);
 }
 
 void Analysis::on_segment_alloc(const TraceEvent& e) {

@@ -53,6 +53,8 @@ void GrowthSeries::sample(std::uint64_t value, std::uint64_t k) {
     }
     ++steps;
     if (value > last) {
+      if (ups == 0) first_rise = seen;
+      last_rise = seen;
       ++ups;
       up_total += value - last;
     } else if (value < last) {
@@ -66,10 +68,16 @@ void GrowthSeries::sample(std::uint64_t value, std::uint64_t k) {
 }
 
 bool GrowthSeries::is_growth_leak() const {
-  if (!started || ups < 3 || ups * 2 < steps || last <= baseline) return false;
+  if (!started || ups < 3 || last <= baseline) return false;
   // Kept at least three quarters of what it gained: not a site that rises
   // and falls back within a few iterations.
-  return (last - baseline) * 4 >= up_total * 3;
+  if ((last - baseline) * 4 < up_total * 3) return false;
+  if (ups * 2 >= steps) return true;  // rose in most steps
+  // Rose every so often: over at least half of the steps, and still at the
+  // end (no longer flat than two mean gaps between rises).
+  const std::uint64_t span = last_rise - first_rise;
+  const std::uint64_t flat_tail = seen - 1 - last_rise;
+  return span * 2 >= steps && flat_tail * (ups - 1) <= 2 * span;
 }
 
 GrowthTracker::GrowthTracker() {

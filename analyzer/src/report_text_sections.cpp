@@ -15,6 +15,18 @@ std::string iterations_phrase(const IterationInfo& it) {
   return "delimited by a period of " + plural(it.period_allocs, "allocation", "allocations");
 }
 
+// The mean rise per iteration; below 10 bytes with decimals, so a slow leak
+// (64 B every 100 iterations) does not read as 1 B.
+std::string per_iteration(const GrowthLeak& g) {
+  const double rate = g.iterations == 0 ? 0.0
+                                        : static_cast<double>(g.last_live_bytes - g.first_live_bytes) /
+                                              static_cast<double>(g.iterations);
+  if (rate >= 10.0) return format_bytes(g.bytes_per_iteration);
+  char text[32];
+  std::snprintf(text, sizeof text, "%.2f B", rate);
+  return text;
+}
+
 std::string share(std::uint64_t part, std::uint64_t whole) {
   return whole == 0 ? std::string("-") : percent(static_cast<double>(part) / static_cast<double>(whole));
 }
@@ -81,7 +93,7 @@ void write_summary(std::ostringstream& out, const TraceReader& reader, const Ana
         << iterations_phrase(growth.iterations) << ")\n";
   } else {
     const GrowthLeak& g = growth.leaks.front();
-    out << site_label(analysis, g.stack) << " grows " << format_bytes(g.bytes_per_iteration)
+    out << site_label(analysis, g.stack) << " grows " << per_iteration(g)
         << " per iteration over " << plural(g.iterations, "iteration", "iterations");
     if (growth.leaks.size() > 1) out << "; and " << plural(growth.leaks.size() - 1, "more site", "more sites");
     out << " (" << iterations_phrase(growth.iterations) << ")\n";
@@ -142,7 +154,7 @@ void write_growth(std::ostringstream& out, const Analysis& analysis, const Growt
   out << plural(growth.leaks.size(), "call site keeps", "call sites keep") << " more memory each iteration\n";
   for (std::size_t i = 0; i < growth.leaks.size() && i < options.max_growth; ++i) {
     const GrowthLeak& g = growth.leaks[i];
-    out << "  " << i + 1 << ". +" << format_bytes(g.bytes_per_iteration) << " per iteration over "
+    out << "  " << i + 1 << ". +" << per_iteration(g) << " per iteration over "
         << plural(g.iterations, "iteration", "iterations") << " (" << format_bytes(g.first_live_bytes) << " -> "
         << format_bytes(g.last_live_bytes) << ", rose in " << g.rising_iterations << "), "
         << stack_name(g.stack) << "\n";

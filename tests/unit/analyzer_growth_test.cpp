@@ -119,6 +119,25 @@ TEST(Growth, LeakEveryOtherStepIsFlagged) {
   EXPECT_EQ(r.leaks[0].last_live_bytes, 5000u);
 }
 
+TEST(Growth, LeakEveryTenthStepIsFlaggedButAWarmUpThatStopsIsNot) {
+  Analysis analysis;
+  TrainingLoop loop(analysis);
+  testing::EventFeeder& feed = loop.feed();
+  for (int step = 0; step < 100; ++step) {
+    feed.push(loop.tick(), "step " + std::to_string(step));
+    if (step % 10 == 5) feed.alloc(loop.tick(), loop.next_ptr(), 1000, /*stack=*/9);  // slow leak
+    if (step >= 10 && step < 20) feed.alloc(loop.tick(), loop.next_ptr(), 1000, /*stack=*/7);  // fills, stops
+    feed.pop(loop.tick(), "step " + std::to_string(step));
+  }
+  const GrowthResult r = analysis.growth();
+  ASSERT_EQ(r.leaks.size(), 1u);
+  EXPECT_EQ(r.leaks[0].stack, 9u);
+  EXPECT_EQ(r.leaks[0].rising_iterations, 10u);
+  EXPECT_EQ(r.leaks[0].iterations, 94u);  // from the start of step 5 (before the first rise) to that of step 99
+  EXPECT_EQ(r.leaks[0].last_live_bytes, 10000u);
+  EXPECT_EQ(r.leaks[0].bytes_per_iteration, 106u);  // 10000 / 94, rounded
+}
+
 TEST(Growth, LoopKeepingOneTensorPerStepIsFlaggedWithoutMarks) {
   Analysis analysis;
   TrainingLoop loop(analysis);

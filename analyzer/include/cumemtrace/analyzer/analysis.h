@@ -190,7 +190,7 @@ class Analysis {
   void on_pool(const TraceEvent& e);
   void on_oom(const TraceEvent& e);
   void on_error(const TraceEvent& e);
-  void release(const LiveAllocation& a);  // an allocation stops being live
+  void release(const LiveAllocation& a, DeviceInfo& d);  // `a` (on device `d`) stops being live
   void note_peak_phase(PeakPhase& phase, std::uint64_t tid) const;
 
   MemoryTotals total_;

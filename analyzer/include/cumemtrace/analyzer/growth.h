@@ -15,10 +15,13 @@
 //
 // Growth. Each site's live bytes are sampled at every boundary. From the
 // first boundary where they changed, a site is a growth leak when it rose in
-// at least 3 steps and in at least half of all steps, and its net rise is at
-// least three quarters of everything it rose by (so a site that goes up and
-// down is not, however often it rises). The rate is the net rise per
-// iteration.
+// at least 3 steps, its net rise is at least three quarters of everything it
+// rose by (so a site that goes up and down is not, however often it rises),
+// and it kept rising: in at least half of the steps, or (a leak every k-th
+// iteration) with rises spread over at least half of the steps and going on
+// until the end (the flat stretch after the last rise at most twice the mean
+// gap between rises; a cache that fills during warm-up and then stays is
+// not a leak). The rate is the net rise per iteration.
 //
 // Cost. Sampling is lazy: a boundary only bumps a generation number; a site
 // catches up on the boundaries it missed (its value was constant over them)
@@ -79,6 +82,8 @@ struct GrowthSeries {
   std::uint64_t baseline = 0;  // value before the first change
   std::uint64_t up_total = 0;
   std::uint64_t down_total = 0;
+  std::uint64_t first_rise = 0;  // boundary index of the first and last rise
+  std::uint64_t last_rise = 0;
 
   // `k` more boundaries passed while the site held `value`.
   void sample(std::uint64_t value, std::uint64_t k);
