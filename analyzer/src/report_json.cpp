@@ -116,20 +116,32 @@ Json growth_json(const Analysis& analysis, const GrowthResult& growth) {
   return list;
 }
 
-Json phases_json(const Analysis& analysis) {
+Json phase_json(const PhaseRecord& r) {
+  return Json{{"name", r.name},
+              {"path", r.path},
+              {"tid", r.tid},
+              {"start_t", r.start_t},
+              {"end_t", r.end_t ? Json(*r.end_t) : Json(nullptr)},
+              {"peak_allocated", r.peak_allocated},
+              {"peak_reserved", r.peak_reserved},
+              {"allocs", r.allocs},
+              {"frees", r.frees}};
+}
+
+void add_phases(Json& j, const Analysis& analysis) {
+  const std::vector<PhaseRecord> ranges = analysis.phase_ranges();
   Json list = Json::array();
-  for (const PhaseRecord& r : analysis.phase_ranges()) {
-    list.push_back(Json{{"name", r.name},
-                        {"path", r.path},
-                        {"tid", r.tid},
-                        {"start_t", r.start_t},
-                        {"end_t", r.end_t ? Json(*r.end_t) : Json(nullptr)},
-                        {"peak_allocated", r.peak_allocated},
-                        {"peak_reserved", r.peak_reserved},
-                        {"allocs", r.allocs},
-                        {"frees", r.frees}});
+  for (const PhaseRecord& r : ranges) list.push_back(phase_json(r));
+  j["phases"] = std::move(list);
+  Json groups = Json::array();
+  for (const detail::PhaseGroup& g : detail::group_phases(ranges)) {
+    groups.push_back(Json{{"path", g.path},
+                          {"count", g.count},
+                          {"peak_allocated", g.highest.peak_allocated},
+                          {"peak_reserved", g.peak_reserved},
+                          {"highest", phase_json(g.highest)}});
   }
-  return list;
+  j["phase_groups"] = std::move(groups);
 }
 
 Json moment_json(const FragmentationMoment& m, bool ratio) {
@@ -234,7 +246,7 @@ Json render_json_report(const TraceReader& reader, const Analysis& analysis, con
   j["growth"] = growth_json(analysis, growth);
   j["growth_bytes_per_iteration"] = growth.leaks.empty() ? 0 : growth.leaks.front().bytes_per_iteration;
 
-  j["phases"] = phases_json(analysis);
+  add_phases(j, analysis);
   const PhaseTracker& phases = analysis.phases();
   j["mark_ranges"] = Json{{"count", phases.pushes()},
                           {"unbalanced_pops", phases.unbalanced_pops()},

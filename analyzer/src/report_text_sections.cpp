@@ -184,36 +184,19 @@ void write_phases(std::ostringstream& out, const Analysis& analysis, const Repor
   }
   // Ranges of a loop differ only by their numbers ("step 41"): one line per
   // path with the numbers folded, showing the range that peaked highest.
-  struct Group {
-    std::string folded;
-    std::uint64_t count = 0;
-    const PhaseRecord* highest = nullptr;
-    std::uint64_t peak_reserved = 0;
-  };
-  std::vector<Group> groups;
-  for (const PhaseRecord& r : ranges) {
-    std::string folded = fold_numbers(r.path);
-    auto it = std::find_if(groups.begin(), groups.end(), [&](const Group& g) { return g.folded == folded; });
-    if (it == groups.end()) it = groups.insert(groups.end(), Group{std::move(folded), 0, &r, 0});
-    ++it->count;
-    if (r.peak_allocated > it->highest->peak_allocated) it->highest = &r;
-    it->peak_reserved = std::max(it->peak_reserved, r.peak_reserved);
-  }
-  std::stable_sort(groups.begin(), groups.end(), [](const Group& a, const Group& b) {
-    return a.highest->peak_allocated > b.highest->peak_allocated;
-  });
+  const std::vector<PhaseGroup> groups = group_phases(ranges);
   const std::size_t shown = std::min(groups.size(), options.max_phases);
   out << "; by path with numbers folded, highest allocated peak first:\n";
   char line[160];
   std::snprintf(line, sizeof line, "  %7s %14s %14s  %s\n", "ranges", "peak allocated", "peak reserved", "path");
   out << line;
   for (std::size_t i = 0; i < shown; ++i) {
-    const Group& g = groups[i];
-    const PhaseRecord& h = *g.highest;
+    const PhaseGroup& g = groups[i];
+    const PhaseRecord& h = g.highest;
     std::snprintf(line, sizeof line, "  %7llu %14s %14s  ", static_cast<unsigned long long>(g.count),
                   format_bytes(h.peak_allocated).c_str(), format_bytes(g.peak_reserved).c_str());
-    out << line << g.folded;
-    if (g.count > 1 || g.folded != h.path) out << "  (highest: '" << h.path << "')";
+    out << line << g.path;
+    if (g.count > 1 || g.path != h.path) out << "  (highest: '" << h.path << "')";
     out << "  " << format_seconds(h.start_t) << " to "
         << (h.end_t ? format_seconds(*h.end_t) : std::string("the end (never popped)")) << "\n";
   }
