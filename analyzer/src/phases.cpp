@@ -1,6 +1,9 @@
 #include "cumemtrace/analyzer/phases.h"
 
 #include <algorithm>
+#include <tuple>
+
+#include "cumemtrace/analyzer/growth.h"  // fold_numbers
 
 namespace cumemtrace::analyzer {
 
@@ -30,6 +33,7 @@ void PhaseTracker::close(std::size_t open_index, const PhaseClock& now) {
     if (i != open_index && open_[i].tid != tid) continue;
     PhaseRecord r = finished(open_[i], now);
     r.end_t = now.t;
+    add_to(groups_, group_index_, r, &ungrouped_);
     if (closed_.size() < kMaxPhaseRecords) closed_.push_back(std::move(r));
     else ++omitted_records_;
     open_.erase(open_.begin() + static_cast<std::ptrdiff_t>(i));
@@ -76,6 +80,38 @@ void PhaseTracker::on_mark(std::uint64_t tid, std::string_view name, std::string
     }
   }
   ++unbalanced_pops_;
+}
+
+void PhaseTracker::add_to(std::vector<PhaseGroup>& groups, std::unordered_map<std::string, std::size_t>& index,
+                          const PhaseRecord& r, std::uint64_t* ungrouped) {
+  std::string folded = fold_numbers(r.path);
+  auto it = index.find(folded);
+  if (it == index.end()) {
+    if (groups.size() >= kMaxGroups) {
+      if (ungrouped != nullptr) ++*ungrouped;
+      return;
+    }
+    it = index.emplace(folded, groups.size()).first;
+    groups.push_back(PhaseGroup{std::move(folded), 0, r, 0});
+  }
+  PhaseGroup& g = groups[it->second];
+  ++g.count;
+  // Ranges close in pop order: on a tie keep the one pushed first.
+  if (r.peak_allocated > g.highest.peak_allocated ||
+      (r.peak_allocated == g.highest.peak_allocated && r.serial < g.highest.serial)) {
+    g.highest = r;
+  }
+  g.peak_reserved = std::max(g.peak_reserved, r.peak_reserved);
+}
+
+std::vector<PhaseGroup> PhaseTracker::groups(const PhaseClock& now) const {
+  std::vector<PhaseGroup> all = groups_;
+  std::unordered_map<std::string, std::size_t> index = group_index_;
+  for (const PhaseRecord& r : open_) add_to(all, index, finished(r, now), nullptr);
+  std::stable_sort(all.begin(), all.end(), [](const PhaseGroup& a, const PhaseGroup& b) {
+    return std::tie(b.highest.peak_allocated, a.highest.serial) < std::tie(a.highest.peak_allocated, b.highest.serial);
+  });
+  return all;
 }
 
 const PhaseRecord* PhaseTracker::current(std::uint64_t tid) const {

@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
-#include <map>
 
 #include "cumemtrace/analyzer/report.h"
 
@@ -66,23 +65,6 @@ FragmentationAtEnd fragmentation_at_end(const Analysis& analysis) {
   }
   end.cached_free_scattered = ratio_unused(largest, cached);
   return end;
-}
-
-std::vector<PhaseGroup> group_phases(const std::vector<PhaseRecord>& ranges) {
-  std::vector<PhaseGroup> groups;
-  std::map<std::string, std::size_t> index;
-  for (const PhaseRecord& r : ranges) {
-    auto [it, inserted] = index.try_emplace(fold_numbers(r.path), groups.size());
-    if (inserted) groups.push_back(PhaseGroup{it->first, 0, r, 0});
-    PhaseGroup& g = groups[it->second];
-    ++g.count;
-    if (r.peak_allocated > g.highest.peak_allocated) g.highest = r;
-    g.peak_reserved = std::max(g.peak_reserved, r.peak_reserved);
-  }
-  std::stable_sort(groups.begin(), groups.end(), [](const PhaseGroup& a, const PhaseGroup& b) {
-    return a.highest.peak_allocated > b.highest.peak_allocated;
-  });
-  return groups;
 }
 
 double fragmentation_at_peak_reserved(const MemoryTotals& m) {

@@ -37,16 +37,6 @@ struct FragmentationAtEnd {
 };
 FragmentationAtEnd fragmentation_at_end(const Analysis& analysis);
 
-// Mark ranges grouped by path with numbers folded ("epoch #/step #"), the
-// group whose range peaked highest first (ties: first pushed first).
-struct PhaseGroup {
-  std::string path;  // folded
-  std::uint64_t count = 0;
-  PhaseRecord highest;  // the group's range with the highest allocated peak (the first such)
-  std::uint64_t peak_reserved = 0;
-};
-std::vector<PhaseGroup> group_phases(const std::vector<PhaseRecord>& ranges);
-
 // 1 - (most allocated while reserved stood at its peak) / peak reserved.
 double fragmentation_at_peak_reserved(const MemoryTotals& m);
 

@@ -134,7 +134,7 @@ void add_phases(Json& j, const Analysis& analysis) {
   for (const PhaseRecord& r : ranges) list.push_back(phase_json(r));
   j["phases"] = std::move(list);
   Json groups = Json::array();
-  for (const detail::PhaseGroup& g : detail::group_phases(ranges)) {
+  for (const PhaseGroup& g : analysis.phase_groups()) {
     groups.push_back(Json{{"path", g.path},
                           {"count", g.count},
                           {"peak_allocated", g.highest.peak_allocated},
@@ -251,7 +251,8 @@ Json render_json_report(const TraceReader& reader, const Analysis& analysis, con
   j["mark_ranges"] = Json{{"count", phases.pushes()},
                           {"unbalanced_pops", phases.unbalanced_pops()},
                           {"dropped_pushes", phases.dropped_pushes()},
-                          {"omitted", phases.omitted_records()}};
+                          {"omitted", phases.omitted_records()},
+                          {"ungrouped", phases.ungrouped()}};
   j["fragmentation"] = fragmentation_json(analysis);
   j["oom_events"] = oom_events_json(reader, analysis);
 

@@ -177,14 +177,15 @@ void write_phases(std::ostringstream& out, const Analysis& analysis, const Repor
     out << ", " << plural(tracker.unbalanced_pops(), "unbalanced pop", "unbalanced pops") << " ignored";
   }
   if (tracker.dropped_pushes() > 0) out << ", " << tracker.dropped_pushes() << " nested too deep (dropped)";
-  if (tracker.omitted_records() > 0) out << ", " << tracker.omitted_records() << " not kept";
+  if (tracker.omitted_records() > 0) out << ", " << tracker.omitted_records() << " not listed in --format json";
+  if (tracker.ungrouped() > 0) out << ", " << tracker.ungrouped() << " of paths beyond the first 1000 not grouped";
   if (ranges.empty()) {
     out << "\n";
     return;
   }
   // Ranges of a loop differ only by their numbers ("step 41"): one line per
   // path with the numbers folded, showing the range that peaked highest.
-  const std::vector<PhaseGroup> groups = group_phases(ranges);
+  const std::vector<PhaseGroup> groups = analysis.phase_groups();
   const std::size_t shown = std::min(groups.size(), options.max_phases);
   out << "; by path with numbers folded, highest allocated peak first:\n";
   char line[160];

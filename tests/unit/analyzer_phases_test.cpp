@@ -158,6 +158,31 @@ TEST_F(PhasesTest, NeverPoppedRangesReportFiguresUpToTheEnd) {
   EXPECT_EQ(analysis.total().allocated_peak_phase.path, "train");
 }
 
+TEST_F(PhasesTest, GroupsFoldNumbersAndCoverRangesBeyondTheKeptRecords) {
+  const std::uint64_t steps = PhaseTracker::kMaxPhaseRecords + 5;
+  std::uint64_t t = 0;
+  for (std::uint64_t i = 0; i < steps; ++i) {
+    feed.push(++t, "step " + std::to_string(i));
+    feed.push(++t, "forward");
+    feed.alloc(++t, 0x10, i == steps - 2 ? 5000 : 100);  // the highest peak: a range not kept
+    feed.free(++t, 0x10);
+    feed.pop(++t, "forward");
+    feed.pop(++t, "step " + std::to_string(i));
+  }
+  feed.push(++t, "step " + std::to_string(steps));  // open at the end
+  EXPECT_EQ(analysis.phases().omitted_records(), 2 * steps - PhaseTracker::kMaxPhaseRecords);
+  const std::vector<PhaseGroup> groups = analysis.phase_groups();
+  ASSERT_EQ(groups.size(), 2u);
+  EXPECT_EQ(groups[0].path, "step #");  // ties: the group whose range was pushed first
+  EXPECT_EQ(groups[0].count, steps + 1);
+  EXPECT_EQ(groups[0].highest.path, "step " + std::to_string(steps - 2));
+  EXPECT_EQ(groups[0].highest.peak_allocated, 5000u);
+  EXPECT_EQ(groups[1].path, "step #/forward");
+  EXPECT_EQ(groups[1].count, steps);
+  EXPECT_EQ(groups[1].highest.path, "step " + std::to_string(steps - 2) + "/forward");
+  EXPECT_EQ(analysis.total().allocated_peak_phase.path, groups[1].highest.path);
+}
+
 TEST_F(PhasesTest, OpenRangesAreCappedAndClosedRecordsBounded) {
   for (std::size_t i = 0; i < PhaseTracker::kMaxOpenRanges + 5; ++i) feed.push(i + 1, "deep");
   EXPECT_EQ(analysis.phases().dropped_pushes(), 5u);

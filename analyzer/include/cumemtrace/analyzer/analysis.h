@@ -159,6 +159,8 @@ class Analysis {
   PhaseClock phase_clock() const;
   // Every mark range in push order, open ones with figures up to now.
   std::vector<PhaseRecord> phase_ranges() const { return phases_.ranges(phase_clock()); }
+  // Every mark range grouped by path with numbers folded, highest peak first.
+  std::vector<PhaseGroup> phase_groups() const { return phases_.groups(phase_clock()); }
   // Call sites live at the allocated peak, most bytes first.
   std::vector<SiteAtPeak> top_at_peak(std::size_t limit) const { return sites_.top_at_peak(limit); }
   // Iterations and growth leaks as of now (computed on each call).

@@ -15,7 +15,9 @@
 // closes the innermost range; ranges never popped are reported open
 // (end_t null). Memory stays bounded: at most kMaxOpenRanges open at once
 // (deeper pushes are counted as dropped) and kMaxPhaseRecords closed ranges
-// kept (later ones are counted as omitted).
+// kept (later ones are counted as omitted). Every range, kept or not, is
+// also summed into its group: ranges whose paths differ only by their
+// numbers ("epoch 2/step 41" is in "epoch #/step #"), at most kMaxGroups.
 #pragma once
 
 #include <cstddef>
@@ -23,6 +25,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
 namespace cumemtrace::analyzer {
@@ -51,10 +54,19 @@ struct PhaseRecord {
   std::uint64_t frees = 0;
 };
 
+// Ranges whose paths are the same apart from their numbers.
+struct PhaseGroup {
+  std::string path;  // numbers folded: "epoch #/step #"
+  std::uint64_t count = 0;
+  PhaseRecord highest;  // the range with the highest allocated peak (the first such)
+  std::uint64_t peak_reserved = 0;
+};
+
 class PhaseTracker {
  public:
   static constexpr std::size_t kMaxOpenRanges = 256;
   static constexpr std::size_t kMaxPhaseRecords = 10000;
+  static constexpr std::size_t kMaxGroups = 1000;
 
   // kind: "push", "pop" or "instant" (instants open no range).
   void on_mark(std::uint64_t tid, std::string_view name, std::string_view kind, const PhaseClock& now);
@@ -77,24 +89,35 @@ class PhaseTracker {
   // figures up to `now`.
   std::vector<PhaseRecord> ranges(const PhaseClock& now) const;
 
+  // Every range grouped by folded path, open ones included, the group whose
+  // range peaked highest first (ties: first pushed first).
+  std::vector<PhaseGroup> groups(const PhaseClock& now) const;
+
   std::uint64_t pushes() const { return next_serial_; }
   std::uint64_t unbalanced_pops() const { return unbalanced_pops_; }
   std::uint64_t dropped_pushes() const { return dropped_pushes_; }  // beyond kMaxOpenRanges
   std::uint64_t omitted_records() const { return omitted_records_; }  // beyond kMaxPhaseRecords
+  std::uint64_t ungrouped() const { return ungrouped_; }  // ranges of paths beyond kMaxGroups
 
  private:
   void fold_stretch(const PhaseClock& now);
   void close(std::size_t open_index, const PhaseClock& now);
   PhaseRecord finished(const PhaseRecord& open, const PhaseClock& now) const;
+  static void add_to(std::vector<PhaseGroup>& groups, std::unordered_map<std::string, std::size_t>& index,
+                     const PhaseRecord& r, std::uint64_t* ungrouped);
 
   std::vector<PhaseRecord> open_;    // push order; allocs/frees hold the counters at push
   std::vector<PhaseRecord> closed_;  // pop order
+  std::vector<PhaseGroup> groups_;   // of the closed ranges
+  std::unordered_map<std::string, std::size_t> group_index_;
+  std::string folded_;  // scratch
   std::uint64_t stretch_allocated_max_ = 0;
   std::uint64_t stretch_reserved_max_ = 0;
   std::uint64_t next_serial_ = 0;
   std::uint64_t unbalanced_pops_ = 0;
   std::uint64_t dropped_pushes_ = 0;
   std::uint64_t omitted_records_ = 0;
+  std::uint64_t ungrouped_ = 0;
 };
 
 }  // namespace cumemtrace::analyzer
