@@ -48,7 +48,9 @@ class KnownSequence : public ::testing::Test {
     manifest_ = dir_ / "manifest.txt";
     const auto r = run_command({CUMEMTRACE_CLI, "run", "--output", trace_, "--",
                                 CUMEMTRACE_APPS_DIR "/known_sequence", manifest_},
-                               sim_environment());
+                               // Passthrough: the trace is the program's own calls, each
+                               // with its segment twin (pool_preload_test.cpp has caching).
+                               sim_environment({{"CUMEMTRACE_POOL", "passthrough"}}));
     ASSERT_EQ(r.exit_code, 0) << r.err;
   }
 
