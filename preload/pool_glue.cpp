@@ -99,14 +99,23 @@ std::array<std::atomic<bool>, kMaxDevices> g_unavailable{};
 std::atomic<int> g_slot_count{0};  // highest device index made + 1
 std::atomic<bool> g_creating{false};  // a spin lock: resettable in a fork child
 
-std::uint64_t coarse_now_ns() {
-  // The coarse clock is a plain load from the vDSO page, a few ns: cheap
-  // enough to check on every allocation; its resolution (a few ms) is far
-  // finer than any sample interval we accept (≥ 1 ms is the option's floor,
-  // samples come "at most" that often).
+std::uint64_t now_ns(clockid_t clock) {
   timespec ts{};
-  clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+  clock_gettime(clock, &ts);
   return static_cast<std::uint64_t>(ts.tv_sec) * 1'000'000'000ull + static_cast<std::uint64_t>(ts.tv_nsec);
+}
+
+// CLOCK_MONOTONIC_COARSE is CLOCK_MONOTONIC as of the last tick: a plain
+// load from the vDSO page, a few ns, so every allocation can ask it whether
+// a sample may be due; only then is the precise clock read, so samples are
+// exactly "at most every CUMEMTRACE_POOL_SAMPLE_MS".
+std::uint64_t coarse_resolution_ns() {
+  static const std::uint64_t resolution = [] {
+    timespec res{};
+    clock_getres(CLOCK_MONOTONIC_COARSE, &res);
+    return static_cast<std::uint64_t>(res.tv_sec) * 1'000'000'000ull + static_cast<std::uint64_t>(res.tv_nsec);
+  }();
+  return resolution;
 }
 
 void write_final_samples() {
@@ -208,8 +217,9 @@ void for_each_pool(void (*fn)(DevicePool&, void*), void* arg) {
 void sample_pool_if_due(int dev) {
   DeviceSlot* slot = dev >= 0 && dev < kMaxDevices ? g_slots[dev].load(std::memory_order_acquire) : nullptr;
   if (!slot) return;
-  const std::uint64_t now = coarse_now_ns();
   std::uint64_t due = slot->next_sample_ns.load(std::memory_order_relaxed);
+  if (now_ns(CLOCK_MONOTONIC_COARSE) + coarse_resolution_ns() < due) return;
+  const std::uint64_t now = now_ns(CLOCK_MONOTONIC);
   if (now < due) return;
   const std::uint64_t next = now + static_cast<std::uint64_t>(config().pool_sample_ms) * 1'000'000ull;
   // One thread writes the sample; the others go on.
