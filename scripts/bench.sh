@@ -2,7 +2,9 @@
 # Benchmarks. Each row is measured side by side, in this run, against its
 # baseline; figures are medians of several runs. Builds in Release into
 # build-bench/ (CUMEMTRACE_BENCH_BUILD_DIR).
-#   scripts/bench.sh            BENCH_PAIRS=1000000 BENCH_RUNS=5 by default
+#   scripts/bench.sh            BENCH_PAIRS=1000000 BENCH_RUNS=5 by default;
+#   BENCH_LATENCY_PAIRS=20000, BENCH_MALLOC_LATENCY_US=30, BENCH_FREE_LATENCY_US=20
+#   for the whole-run comparison with realistic driver latency
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 build=${CUMEMTRACE_BENCH_BUILD_DIR:-$root/build-bench}
@@ -24,29 +26,78 @@ program=$build/tests/apps/bench_malloc_free
 
 median() { sort -g | awk '{a[NR]=$1} END {print (NR%2) ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2}'; }
 
-bare=() traced=()
+# ns per pair of `program PAIRS`, median of $runs runs; the first argument
+# says how: "bare" (no cumemtrace) or a CUMEMTRACE_POOL mode under
+# `cumemtrace run`. Extra VAR=value words go to the environment. Runs of
+# the modes compared are interleaved by the caller's loop order below.
+run_once() {
+  local how=$1 n=$2
+  shift 2
+  if [[ $how == bare ]]; then
+    env "$@" "$program" "$n" | cut -d' ' -f1
+  else
+    rm -f "$scratch"/t.jsonl
+    env "$@" CUMEMTRACE_POOL="$how" CUMEMTRACE_OUTPUT="$scratch/t.jsonl" \
+      "$build/bin/cumemtrace" run -- "$program" "$n" 2>/dev/null | cut -d' ' -f1
+  fi
+}
+
+# Alternate the modes so that drift in the machine's speed hits all alike.
+bare=() passthrough=() caching=()
 for ((i = 0; i < runs; i++)); do
-  # Alternate the two so that drift in the machine's speed hits both alike.
-  bare+=("$("$program" "$pairs" | cut -d' ' -f1)")
-  rm -f "$scratch"/t.jsonl
-  traced+=("$(CUMEMTRACE_OUTPUT="$scratch/t.jsonl" "$build/bin/cumemtrace" run -- "$program" "$pairs" \
-              2>/dev/null | cut -d' ' -f1)")
+  bare+=("$(run_once bare "$pairs")")
+  passthrough+=("$(run_once passthrough "$pairs")")
+  events=$(wc -l <"$scratch/t.jsonl")
+  bytes=$(stat -c %s "$scratch/t.jsonl")
+  caching+=("$(run_once caching "$pairs")")
 done
 bare_ns=$(printf '%s\n' "${bare[@]}" | median)
-traced_ns=$(printf '%s\n' "${traced[@]}" | median)
-events=$(wc -l <"$scratch/t.jsonl")
-bytes=$(stat -c %s "$scratch/t.jsonl")
+passthrough_ns=$(printf '%s\n' "${passthrough[@]}" | median)
+caching_ns=$(printf '%s\n' "${caching[@]}" | median)
+
+row() {  # measurement baseline cumemtrace
+  printf '| %-64s | %9.1f ns | %9.1f ns | %9.1f ns |\n' "$1" "$2" "$3" \
+    "$(awk -v a="$3" -v b="$2" 'BEGIN {print a - b}')"
+}
 
 echo "cumemtrace benchmarks: $(nproc) cores, $(uname -m), $(date -u +%Y-%m-%d), $runs runs each, medians"
 echo
 printf '| %-64s | %12s | %12s | %12s |\n' "measurement" "baseline" "cumemtrace" "added"
 printf '|%s|%s|%s|%s|\n' "$(printf -- '-%.0s' {1..66})" "$(printf -- '-%.0s' {1..14})" \
   "$(printf -- '-%.0s' {1..14})" "$(printf -- '-%.0s' {1..14})"
-printf '| %-64s | %9.1f ns | %9.1f ns | %9.1f ns |\n' \
-  "cudaMalloc+cudaFree pair, sim device, no latency (passthrough)" \
-  "$bare_ns" "$traced_ns" "$(awk -v a="$traced_ns" -v b="$bare_ns" 'BEGIN {print a - b}')"
-printf '| %-64s | %12s | %12s | %12s |\n' "trace bytes per event (plain JSON Lines)" "" \
+row "cudaMalloc+cudaFree pair, sim device, no latency (passthrough)" "$bare_ns" "$passthrough_ns"
+# No stack is captured on this path yet: "stacks off" is all there is.
+row "cudaMalloc+cudaFree pair, sim device, no latency (caching, stacks off)" "$bare_ns" "$caching_ns"
+printf '| %-64s | %12s | %12s | %12s |\n' "trace bytes per event (plain JSON Lines, passthrough)" "" \
   "$(awk -v b="$bytes" -v e="$events" 'BEGIN {printf "%.1f", b / e}')" ""
+
+# A whole run with realistic driver latency (cudaMalloc tens of µs,
+# cudaFree synchronising and slow too, as on a real GPU): the program alone
+# against the same program under cumemtrace, whose caching pool serves
+# repeated requests without the driver. Fewer pairs: each costs ~50 µs bare.
+latency=(SIMCUDA_MALLOC_LATENCY_US="${BENCH_MALLOC_LATENCY_US:-30}"
+         SIMCUDA_FREE_LATENCY_US="${BENCH_FREE_LATENCY_US:-20}")
+latency_pairs=${BENCH_LATENCY_PAIRS:-20000}
+slow_bare=() slow_passthrough=() slow_caching=()
+for ((i = 0; i < runs; i++)); do
+  slow_bare+=("$(run_once bare "$latency_pairs" "${latency[@]}")")
+  slow_passthrough+=("$(run_once passthrough "$latency_pairs" "${latency[@]}")")
+  slow_caching+=("$(run_once caching "$latency_pairs" "${latency[@]}")")
+done
+slow_bare_ns=$(printf '%s\n' "${slow_bare[@]}" | median)
+slow_passthrough_ns=$(printf '%s\n' "${slow_passthrough[@]}" | median)
+slow_caching_ns=$(printf '%s\n' "${slow_caching[@]}" | median)
+echo
+echo "Whole run, $latency_pairs cudaMalloc+cudaFree pairs with ${latency[*]}"
+echo "(per pair; baseline: the program without cumemtrace):"
+echo
+printf '| %-64s | %12s | %12s | %12s |\n' "measurement" "baseline" "cumemtrace" "added"
+printf '|%s|%s|%s|%s|\n' "$(printf -- '-%.0s' {1..66})" "$(printf -- '-%.0s' {1..14})" \
+  "$(printf -- '-%.0s' {1..14})" "$(printf -- '-%.0s' {1..14})"
+row "realistic latency, passthrough" "$slow_bare_ns" "$slow_passthrough_ns"
+row "realistic latency, caching pool" "$slow_bare_ns" "$slow_caching_ns"
+printf '| %-64s | %12s | %12s | %12s |\n' "realistic latency, speed-up of the whole run with the caching pool" "" \
+  "$(awk -v a="$slow_bare_ns" -v b="$slow_caching_ns" 'BEGIN {printf "%.1fx", a / b}')" ""
 
 # The caching pool alone (Google Benchmark, simulated upstream without
 # device work): a cached alloc+free pair on 1 and 8 threads, the miss path,
@@ -82,4 +133,4 @@ else
 fi
 
 echo
-echo "command: BENCH_PAIRS=$pairs BENCH_RUNS=$runs scripts/bench.sh"
+echo "command: BENCH_PAIRS=$pairs BENCH_RUNS=$runs BENCH_LATENCY_PAIRS=$latency_pairs scripts/bench.sh"

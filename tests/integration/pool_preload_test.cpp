@@ -234,6 +234,38 @@ TEST_F(PoolPreload, SamplesComeAtMostEverySampleInterval) {
   }
 }
 
+TEST_F(PoolPreload, DeviceResetGivesBackEverySegmentThePoolHeld) {
+  const EnvChanges small = {{"SIMCUDA_DEVICE_MEMORY", "1GiB"}};
+  const auto bare = untraced("pool_reset", small);
+  ASSERT_EQ(bare.exit_code, 0) << bare.err;
+  const auto r = traced("pool_reset", small);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, bare.out);
+  EXPECT_NE(r.out.find("after the reset: free 1024 MiB of 1024 MiB"), std::string::npos) << r.out;
+
+  const auto lines = trace();
+  EXPECT_EQ(check_pool_segments(lines), "");
+  // The reset's own lines: the live block's free, then a segment_free for
+  // each segment (the one with the live block, the cached one), leaving
+  // nothing reserved.
+  std::size_t reset_free = 0;
+  for (std::size_t i = 0; i < lines.size(); ++i) {
+    if (lines[i]["ev"] == "free" && lines[i]["api"] == "cudaDeviceReset") reset_free = i;
+  }
+  ASSERT_GT(reset_free, 0u);
+  EXPECT_EQ(lines[reset_free]["size"], kMiB);
+  std::int64_t reserved = 0;
+  for (std::size_t i = 0; i < lines.size(); ++i) {
+    if (i > reset_free && lines[i]["ev"] != "segment_free") {
+      EXPECT_EQ(reserved, 0) << "after the reset's lines, at line " << i;
+      break;
+    }
+    if (lines[i]["ev"] == "segment_alloc") reserved += lines[i]["size"].get<std::int64_t>();
+    if (lines[i]["ev"] == "segment_free") reserved -= lines[i]["size"].get<std::int64_t>();
+  }
+  EXPECT_EQ(lines.back()["live"], 0);
+}
+
 // Every route program, in caching mode: the same allocs, frees and errors
 // as its manifest says (which passthrough mode checks with their segment
 // twins in routes_test.cpp), a well-formed trace, and reserved memory that
