@@ -67,7 +67,7 @@ printf '|%s|%s|%s|%s|\n' "$(printf -- '-%.0s' {1..66})" "$(printf -- '-%.0s' {1.
   "$(printf -- '-%.0s' {1..14})" "$(printf -- '-%.0s' {1..14})"
 row "cudaMalloc+cudaFree pair, sim device, no latency (passthrough)" "$bare_ns" "$passthrough_ns"
 # No stack is captured on this path yet: "stacks off" is all there is.
-row "cudaMalloc+cudaFree pair, sim device, no latency (caching, stacks off)" "$bare_ns" "$caching_ns"
+row "cudaMalloc+cudaFree pair, sim, no latency (caching, stacks off)" "$bare_ns" "$caching_ns"
 printf '| %-64s | %12s | %12s | %12s |\n' "trace bytes per event (plain JSON Lines, passthrough)" "" \
   "$(awk -v b="$bytes" -v e="$events" 'BEGIN {printf "%.1f", b / e}')" ""
 
@@ -96,7 +96,7 @@ printf '|%s|%s|%s|%s|\n' "$(printf -- '-%.0s' {1..66})" "$(printf -- '-%.0s' {1.
   "$(printf -- '-%.0s' {1..14})" "$(printf -- '-%.0s' {1..14})"
 row "realistic latency, passthrough" "$slow_bare_ns" "$slow_passthrough_ns"
 row "realistic latency, caching pool" "$slow_bare_ns" "$slow_caching_ns"
-printf '| %-64s | %12s | %12s | %12s |\n' "realistic latency, speed-up of the whole run with the caching pool" "" \
+printf '| %-64s | %12s | %12s | %12s |\n' "realistic latency, whole-run speed-up with the caching pool" "" \
   "$(awk -v a="$slow_bare_ns" -v b="$slow_caching_ns" 'BEGIN {printf "%.1fx", a / b}')" ""
 
 # The caching pool alone (Google Benchmark, simulated upstream without
