@@ -45,6 +45,9 @@ cudaError_t malloc_pitch(decltype(&::cudaMallocPitch) real, void** ptr, size_t* 
                          size_t height) {
   if (!real) return kNoRuntime;
   // The allocation spans pitch × height bytes, all addressable by the program.
+  // Never from the caching pool: the pitch is the driver's choice (its
+  // texture-pitch alignment, device-dependent), which the pool could only
+  // guess; pitched memory is rare enough to pass through.
   return allocate<cudaError_t>({.api = "cudaMallocPitch", .size = width * height}, [&](std::size_t) {
     const cudaError_t rc = real(ptr, pitch, width, height);
     return obtained(rc, ptr, rc == cudaSuccess && pitch ? *pitch * height : 0);
