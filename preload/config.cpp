@@ -18,10 +18,14 @@ namespace {
 // bad value; the caller then warns once, naming `expected` and the default.
 struct OptionSpec {
   std::string_view env;       // CUMEMTRACE_…
-  std::string_view key;       // its key in the header's `config`
+  std::string_view key;       // its key in the header's `config`; empty: `echo` writes
+                              // ,"key":value fields of its own
   std::string_view expected;  // "a whole number of KiB in [4, 65536]", for the warning
   bool (*parse)(Config&, std::string_view value);
   void (*echo)(LineBuffer&, const Config&);
+  // For an option whose parse takes what it can and warns itself: what
+  // `cumemtrace run` reports for a value that is not wholly good.
+  std::optional<std::string> (*strict_problem)(std::string_view value) = nullptr;
 };
 
 // A plain decimal number (no sign, spaces or suffix) in [min, max].
@@ -62,11 +66,14 @@ constexpr OptionSpec non_empty_text(std::string_view env, std::string_view key,
           [](LineBuffer& out, const Config& c) { out.str(c.*Member); }};
 }
 
-struct ForkWord {
+template <typename Value>
+struct Word {
   std::string_view word;
-  ForkMode mode;
+  Value value;
 };
-constexpr ForkWord kForkWords[] = {{"trace", ForkMode::trace}, {"off", ForkMode::off}};
+constexpr Word<ForkMode> kForkWords[] = {{"trace", ForkMode::trace}, {"off", ForkMode::off}};
+constexpr Word<Config::PoolMode> kPoolWords[] = {{"caching", Config::PoolMode::caching},
+                                                 {"passthrough", Config::PoolMode::passthrough}};
 
 // One of a fixed set of words, e.g. {trace, off}.
 template <auto Member, const auto& Words>
@@ -75,7 +82,7 @@ constexpr OptionSpec word(std::string_view env, std::string_view key, std::strin
           [](Config& c, std::string_view text) {
             for (const auto& w : Words) {
               if (w.word == text) {
-                c.*Member = w.mode;
+                c.*Member = w.value;
                 return true;
               }
             }
@@ -83,8 +90,34 @@ constexpr OptionSpec word(std::string_view env, std::string_view key, std::strin
           },
           [](LineBuffer& out, const Config& c) {
             for (const auto& w : Words) {
-              if (w.mode == c.*Member) out.str(w.word);
+              if (w.value == c.*Member) out.str(w.word);
             }
+          }};
+}
+
+// CUMEMTRACE_POOL_CONF, read by the pool's own parser: the good entries
+// apply and each bad one keeps its default with a warning of its own. The
+// echo is the pool's whole policy, flat in `config` (TRACE_FORMAT.md's
+// example shows max_split_size there), as the pool library describes it, so
+// `cumemtrace replay` and the header name the settings alike.
+constexpr OptionSpec pool_conf() {
+  return {"CUMEMTRACE_POOL_CONF", "", "key:value entries (pool_config.h)",
+          [](Config& c, std::string_view text) {
+            const pool::PoolConfigParse parsed = pool::parse_pool_config(text);
+            for (const std::string& error : parsed.errors) {
+              warn("CUMEMTRACE_POOL_CONF: %s; that entry keeps its default", error.c_str());
+            }
+            c.pool_config = parsed.config;
+            return true;
+          },
+          [](LineBuffer& out, const Config& c) {
+            const std::string object = pool::pool_config_json(c.pool_config);
+            if (object.size() > 2) out.ch(',').raw(std::string_view(object).substr(1, object.size() - 2));
+          },
+          [](std::string_view text) -> std::optional<std::string> {
+            const pool::PoolConfigParse parsed = pool::parse_pool_config(text);
+            if (parsed.ok()) return std::nullopt;
+            return parsed.errors.front();
           }};
 }
 
@@ -98,7 +131,12 @@ constexpr OptionSpec kOptions[] = {
     word<&Config::fork, kForkWords>("CUMEMTRACE_FORK", "fork", "'trace' or 'off'"),
     number<&Config::stacks, 0, 256>("CUMEMTRACE_STACKS", "stacks",  // 256: StackTable::kMaxDepth
                                     "a stack depth in [0, 256] (0: no stacks)"),
+    word<&Config::pool, kPoolWords>("CUMEMTRACE_POOL", "pool", "'caching' or 'passthrough'"),
+    number<&Config::pool_sample_ms, 1, 3'600'000>("CUMEMTRACE_POOL_SAMPLE_MS", "pool_sample_ms",
+                                                  "a whole number of milliseconds in [1, 3600000]"),
+    pool_conf(),
 };
+static_assert(!kOptions[0].key.empty(), "the first option's echo opens the object");
 
 // Read by other parts of cumemtrace, or by parts of this library that parse
 // them on their own: known, so no "unknown option" warning. An option moves
@@ -107,9 +145,6 @@ constexpr std::string_view kKnownElsewhere[] = {
     "CUMEMTRACE_LIBRARY",          // `cumemtrace run`: where libcumemtrace.so is
     "CUMEMTRACE_BUILD_DIR",        // scripts/build.sh, test.sh: often exported while testing
     "CUMEMTRACE_BENCH_BUILD_DIR",  // scripts/bench.sh
-    "CUMEMTRACE_POOL",             // caching / passthrough (the pool)
-    "CUMEMTRACE_POOL_CONF",
-    "CUMEMTRACE_POOL_SAMPLE_MS",
 };
 
 constexpr bool parsed_here_and_elsewhere() {
@@ -137,6 +172,7 @@ bool is_known_option(std::string_view name) {
 std::optional<std::string> option_value_problem(std::string_view env, std::string_view value) {
   for (const auto& o : kOptions) {
     if (o.env != env) continue;
+    if (o.strict_problem != nullptr) return o.strict_problem(value);
     Config scratch;
     if (o.parse(scratch, value)) return std::nullopt;
     return "expected " + std::string(o.expected);
@@ -175,11 +211,19 @@ const Config& config() {
 void append_config_json(LineBuffer& out, const Config& c) {
   char separator = '{';
   for (const auto& o : kOptions) {
+    if (o.key.empty()) {
+      o.echo(out, c);  // fields of its own, each after a comma
+      continue;
+    }
     out.ch(separator).ch('"').raw(o.key).raw("\":");
     o.echo(out, c);
     separator = ',';
   }
   out.ch('}');
+}
+
+const char* pool_mode_name(Config::PoolMode mode) {
+  return mode == Config::PoolMode::passthrough ? "passthrough" : "caching";
 }
 
 }  // namespace cumemtrace::preload

@@ -7,6 +7,8 @@
 
 #include "config.h"
 #include "diagnostics.h"
+#include "pool_glue.h"
+#include "pool_upstream.h"
 #include "real_cuda.h"
 #include "signal_handlers.h"
 #include "stacks/unwinder.h"
@@ -73,12 +75,100 @@ FreeOutcome note_free(const FreeFacts& facts) noexcept {
 }
 
 void adjust_memory_info(std::size_t& free_bytes, std::size_t& total_bytes) noexcept {
-  std::size_t cached = 0;
+  if (!caching_pool()) return;
+  int dev = 0;
+  // Only a pool made already: asking for memory information makes none.
+  pool::DevicePool* pool = current_context_device(&dev) ? pool_of_device(dev) : nullptr;
+  if (!pool) return;
+  const pool::MemoryInfo info = pool->application_memory_info(free_bytes, total_bytes);
+  free_bytes = info.free;
+  total_bytes = info.total;
+}
+
+bool caching_pool() noexcept { return config().pool == Config::PoolMode::caching; }
+
+namespace {
+
+// The runtime's own context set-up on a thread with no current context: what
+// its cudaMalloc would have done before allocating (cudaFree(NULL) is the
+// documented idiom). Rare: once per thread that allocates first.
+void let_runtime_make_context(const void* runtime_function) {
+  using Free = int (*)(void*);
+  if (auto free_fn = reinterpret_cast<Free>(sibling_symbol(runtime_function, "cudaFree"))) free_fn(nullptr);
+}
+
+}  // namespace
+
+PoolAttempt pool_allocate(const AllocRequest& request) noexcept {
+  PoolAttempt attempt;
   try {
-    cached = recorder().cached_free_bytes(current_device());
+    int dev = 0;
+    pool::DevicePool* pool = current_device_pool(&dev);
+    if (!pool && request.runtime && !current_context()) {
+      let_runtime_make_context(request.runtime);
+      pool = current_device_pool(&dev);
+    }
+    if (!pool) return attempt;
+    const pool::Allocation a = request.stream ? pool->allocate_async(request.size, pool_stream(*request.stream))
+                                              : pool->allocate(request.size);
+    if (!a.ok()) {
+      attempt.oom = a.result.status == pool::UpstreamStatus::out_of_memory;
+      if (attempt.oom) attempt.report = a.oom;
+      return attempt;
+    }
+    // Pool memory is the pool's segments, allocated in the device's primary
+    // context: a reset of it frees stream-ordered blocks too.
+    recorder().on_alloc({.api = request.api,
+                         .kind = request.kind,
+                         .dev = dev,
+                         .ptr = a.ptr,
+                         .size = request.size,
+                         .stream = request.stream,
+                         .context_bound = true,
+                         .block = a.block});
+    sample_pool_if_due(dev);
+    attempt.ptr = a.ptr;
+  } catch (...) {
+    // Out of host memory while recording: the block is the application's.
+    // (Only the recorder can throw, after the pool succeeded.)
+  }
+  return attempt;
+}
+
+void note_pool_oom(const char* api, const pool::OomReport& report) noexcept {
+  try {
+    recorder().on_oom(api, report);
   } catch (...) {
   }
-  free_bytes = std::min(total_bytes, free_bytes + std::min(cached, total_bytes));
+}
+
+PoolRelease pool_release(const FreeFacts& facts) noexcept {
+  try {
+    if (facts.releases != Releases::device) return PoolRelease::not_pooled;
+    int dev = 0;
+    pool::DevicePool* pool = pool_owning(facts.ptr, &dev);
+    if (!pool) return PoolRelease::not_pooled;
+    // Recorded first: once the pool has the block back, another thread may
+    // be handed it and write its alloc.
+    note_free(facts);
+    const pool::FreeResult r = facts.stream ? pool->free_async(facts.ptr, pool_stream(*facts.stream))
+                                            : pool->free(facts.ptr);
+    switch (r.status) {
+      case pool::FreeStatus::ok:
+        sample_pool_if_due(dev);
+        return PoolRelease::freed;
+      case pool::FreeStatus::invalid_pointer: return PoolRelease::invalid;
+      case pool::FreeStatus::not_owned: break;
+    }
+    return PoolRelease::forward_only;
+  } catch (...) {
+    return PoolRelease::not_pooled;
+  }
+}
+
+void* not_a_device_pointer() noexcept {
+  static char host_byte;
+  return &host_byte;
 }
 
 void note_device_reset(const char* api, int dev) noexcept {
@@ -86,6 +176,29 @@ void note_device_reset(const char* api, int dev) noexcept {
     recorder().on_device_reset(api, dev);
   } catch (...) {
   }
+}
+
+void note_device_reset_done(int dev) noexcept {
+  try {
+    pool_device_reset(dev);
+  } catch (...) {
+  }
+}
+
+void note_stream_destroyed(std::uintptr_t stream) noexcept {
+  if (!caching_pool()) return;
+  for_each_pool([](pool::DevicePool& pool, void* s) { pool.stream_destroyed(*static_cast<std::uintptr_t*>(s)); },
+                &stream);
+}
+
+std::uint64_t sync_ticket_for(void* ctx) noexcept {
+  if (!caching_pool()) return 0;
+  pool::DevicePool* pool = pool_of_context(ctx);
+  return pool ? pool->sync_ticket() : 0;
+}
+
+void note_synchronized(void* ctx, std::uint64_t ticket) noexcept {
+  if (pool::DevicePool* pool = pool_of_context(ctx)) pool->device_synchronized(ticket);
 }
 
 void note_vmm_retain(std::uint64_t handle) noexcept {

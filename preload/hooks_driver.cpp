@@ -41,10 +41,12 @@ constexpr CUresult kNoDriver = CUDA_ERROR_SHARED_OBJECT_SYMBOL_NOT_FOUND;
 
 CUresult mem_alloc_v2(decltype(&::cuMemAlloc_v2) real, CUdeviceptr* dptr, size_t size) {
   if (!real) return kNoDriver;
-  return allocate<CUresult>({.api = "cuMemAlloc_v2", .size = size},
+  return allocate<CUresult>({.api = "cuMemAlloc_v2", .size = size, .pooled = true}, dptr,
                             [&](std::size_t n) { return obtained(real(dptr, n), dptr); });
 }
 
+// Never from the caching pool: a 32-bit CUdeviceptr_v1 cannot hold its
+// addresses (the driver serves these from low memory).
 CUresult mem_alloc_v1(decltype(&::cuMemAlloc) real, CUdeviceptr_v1* dptr, unsigned int size) {
   if (!real) return kNoDriver;
   return allocate<CUresult>({.api = "cuMemAlloc", .size = size}, [&](std::size_t) {
@@ -83,13 +85,13 @@ CUresult mem_alloc_managed(decltype(&::cuMemAllocManaged) real, CUdeviceptr* dpt
 CUresult mem_free_v2(decltype(&::cuMemFree_v2) real, CUdeviceptr dptr) {
   if (!real) return kNoDriver;
   return release<CUresult>({.api = "cuMemFree_v2", .releases = Releases::device, .ptr = dptr},
-                           [&] { return real(dptr); });
+                           [&] { return real(dptr); }, [] { return CUDA_ERROR_INVALID_VALUE; });
 }
 
 CUresult mem_free_v1(decltype(&::cuMemFree) real, CUdeviceptr_v1 dptr) {
   if (!real) return kNoDriver;
   return release<CUresult>({.api = "cuMemFree", .releases = Releases::device, .ptr = dptr},
-                           [&] { return real(dptr); });
+                           [&] { return real(dptr); }, [] { return CUDA_ERROR_INVALID_VALUE; });
 }
 
 // ---- pinned host memory -----------------------------------------------------
@@ -129,8 +131,9 @@ CUresult mem_alloc_async(decltype(&::cuMemAllocAsync) real, CUdeviceptr* dptr, s
   return allocate<CUresult>({.api = PerThread ? "cuMemAllocAsync_ptsz" : "cuMemAllocAsync",
                              .size = size,
                              .stream = stream_handle(stream, PerThread),
-                             .context_bound = false},
-                            [&](std::size_t n) { return obtained(real(dptr, n, stream), dptr); });
+                             .context_bound = false,
+                             .pooled = true},
+                            dptr, [&](std::size_t n) { return obtained(real(dptr, n, stream), dptr); });
 }
 
 template <bool PerThread>
@@ -156,7 +159,7 @@ CUresult mem_free_async(decltype(&::cuMemFreeAsync) real, CUdeviceptr dptr, CUst
                             .releases = Releases::device,
                             .ptr = dptr,
                             .stream = stream_handle(stream, PerThread)},
-                           [&] { return real(dptr, stream); });
+                           [&] { return real(dptr, stream); }, [] { return CUDA_ERROR_INVALID_VALUE; });
 }
 
 // ---- virtual memory management ----------------------------------------------
@@ -210,6 +213,25 @@ CUresult mem_address_free(decltype(&::cuMemAddressFree) real, CUdeviceptr ptr, s
   ReentryGuard guard;
   if (guard.outermost()) note_unmap(ptr, size);
   return real(ptr, size);
+}
+
+// ---- streams and synchronisation (what the caching pool must know) ----------
+
+template <int Abi>
+CUresult stream_destroy(decltype(&::cuStreamDestroy_v2) real, CUstream stream) {
+  if (!real) return kNoDriver;
+  return destroy_stream<CUresult>(reinterpret_cast<std::uintptr_t>(stream), [&] { return real(stream); });
+}
+
+CUresult ctx_synchronize_v1(decltype(&::cuCtxSynchronize) real) {
+  if (!real) return kNoDriver;
+  return synchronize<CUresult>(nullptr, [&] { return real(); });
+}
+
+// CUDA 13: the context named (NULL: the current one).
+CUresult ctx_synchronize_v2(decltype(&::cuCtxSynchronize_v2) real, CUcontext ctx) {
+  if (!real) return kNoDriver;
+  return synchronize<CUresult>(ctx, [&] { return real(ctx); });
 }
 
 // ---- memory information and resets ------------------------------------------
@@ -298,6 +320,15 @@ CUMEMTRACE_DRIVER_EXPORT(cuMemGetInfo, mem_get_info_v1,
                          total_bytes)
 CUMEMTRACE_DRIVER_EXPORT(cuDevicePrimaryCtxReset_v2, primary_ctx_reset<2>, (CUdevice dev), dev)
 CUMEMTRACE_DRIVER_EXPORT(cuDevicePrimaryCtxReset, primary_ctx_reset<1>, (CUdevice dev), dev)
+CUMEMTRACE_DRIVER_EXPORT(cuStreamDestroy_v2, stream_destroy<2>, (CUstream stream), stream)
+CUMEMTRACE_DRIVER_EXPORT(cuStreamDestroy, stream_destroy<1>, (CUstream stream), stream)
+CUMEMTRACE_DRIVER_EXPORT(cuCtxSynchronize_v2, ctx_synchronize_v2, (CUcontext ctx), ctx)
+
+// cuCtxSynchronize takes no argument, which the export macro cannot say.
+static NextSymbol<decltype(&::cuCtxSynchronize)> next_cuCtxSynchronize{"cuCtxSynchronize"};
+CUMEMTRACE_HOOK CUresult CUDAAPI cuCtxSynchronize(void) {
+  return ctx_synchronize_v1(next_cuCtxSynchronize.get());
+}
 
 // ---- the table for cuGetProcAddress and dlsym -----------------------------------
 
@@ -336,6 +367,10 @@ static const InterceptedSymbol kDriverSymbols[] = {
     ROW(cuMemGetInfo_v2, "cuMemGetInfo", 3020, false, mem_get_info_v2),
     ROW(cuDevicePrimaryCtxReset, "cuDevicePrimaryCtxReset", 7000, false, primary_ctx_reset<1>),
     ROW(cuDevicePrimaryCtxReset_v2, "cuDevicePrimaryCtxReset", 11000, false, primary_ctx_reset<2>),
+    ROW(cuStreamDestroy, "cuStreamDestroy", 2000, false, stream_destroy<1>),
+    ROW(cuStreamDestroy_v2, "cuStreamDestroy", 4000, false, stream_destroy<2>),
+    ROW(cuCtxSynchronize, "cuCtxSynchronize", 2000, false, ctx_synchronize_v1),
+    ROW(cuCtxSynchronize_v2, "cuCtxSynchronize", 13000, false, ctx_synchronize_v2),
 };
 
 std::span<const InterceptedSymbol> cumemtrace::preload::driver_symbols() { return kDriverSymbols; }

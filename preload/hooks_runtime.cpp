@@ -36,14 +36,18 @@ constexpr cudaError_t kNoRuntime = cudaErrorSharedObjectSymbolNotFound;
 cudaError_t malloc_device(decltype(&::cudaMalloc) real, void** ptr, size_t size) {
   if (!real) return kNoRuntime;
   // A 0-byte request succeeds with NULL: nothing is recorded.
-  return allocate<cudaError_t>({.api = "cudaMalloc", .size = size},
-                               [&](std::size_t n) { return obtained(real(ptr, n), ptr); });
+  return allocate<cudaError_t>(
+      {.api = "cudaMalloc", .size = size, .pooled = true, .runtime = reinterpret_cast<const void*>(real)}, ptr,
+      [&](std::size_t n) { return obtained(real(ptr, n), ptr); });
 }
 
 cudaError_t malloc_pitch(decltype(&::cudaMallocPitch) real, void** ptr, size_t* pitch, size_t width,
                          size_t height) {
   if (!real) return kNoRuntime;
   // The allocation spans pitch × height bytes, all addressable by the program.
+  // Never from the caching pool: the pitch is the driver's choice (its
+  // texture-pitch alignment, device-dependent), which the pool could only
+  // guess; pitched memory is rare enough to pass through.
   return allocate<cudaError_t>({.api = "cudaMallocPitch", .size = width * height}, [&](std::size_t) {
     const cudaError_t rc = real(ptr, pitch, width, height);
     return obtained(rc, ptr, rc == cudaSuccess && pitch ? *pitch * height : 0);
@@ -68,12 +72,16 @@ cudaError_t malloc_managed(decltype(&::cudaMallocManaged) real, void** ptr, size
                                [&](std::size_t n) { return obtained(real(ptr, n, flags), ptr); });
 }
 
+// The runtime's answer to a pointer that is not a live allocation: its own
+// code and last-error state, from a free of an address CUDA never gave out.
+cudaError_t refused(cudaError_t rc) { return rc != cudaSuccess ? rc : cudaErrorInvalidValue; }
+
 cudaError_t free_device(decltype(&::cudaFree) real, void* ptr) {
   if (!real) return kNoRuntime;
   return release<cudaError_t>({.api = "cudaFree",
                                .releases = Releases::device,
                                .ptr = reinterpret_cast<std::uintptr_t>(ptr)},
-                              [&] { return real(ptr); });
+                              [&] { return real(ptr); }, [&] { return refused(real(not_a_device_pointer())); });
 }
 
 cudaError_t malloc_host(decltype(&::cudaMallocHost) real, void** ptr, size_t size) {
@@ -105,8 +113,10 @@ cudaError_t malloc_async(decltype(&::cudaMallocAsync) real, void** ptr, size_t s
   return allocate<cudaError_t>({.api = PerThread ? "cudaMallocAsync_ptsz" : "cudaMallocAsync",
                                 .size = size,
                                 .stream = stream_handle(stream, PerThread),
-                                .context_bound = false},
-                               [&](std::size_t n) { return obtained(real(ptr, n, stream), ptr); });
+                                .context_bound = false,
+                                .pooled = true,
+                                .runtime = reinterpret_cast<const void*>(real)},
+                               ptr, [&](std::size_t n) { return obtained(real(ptr, n, stream), ptr); });
 }
 
 template <bool PerThread>
@@ -130,7 +140,21 @@ cudaError_t free_async(decltype(&::cudaFreeAsync) real, void* ptr, cudaStream_t 
                                .releases = Releases::device,
                                .ptr = reinterpret_cast<std::uintptr_t>(ptr),
                                .stream = stream_handle(stream, PerThread)},
-                              [&] { return real(ptr, stream); });
+                              [&] { return real(ptr, stream); },
+                              [&] { return refused(real(not_a_device_pointer(), stream)); });
+}
+
+// ---- streams and synchronisation (what the caching pool must know) ----------
+
+cudaError_t stream_destroy(decltype(&::cudaStreamDestroy) real, cudaStream_t stream) {
+  if (!real) return kNoRuntime;
+  return destroy_stream<cudaError_t>(reinterpret_cast<std::uintptr_t>(stream), [&] { return real(stream); });
+}
+
+cudaError_t device_synchronize(decltype(&::cudaDeviceSynchronize) real) {
+  if (!real) return kNoRuntime;
+  // The runtime synchronises its current context.
+  return synchronize<cudaError_t>(nullptr, [&] { return real(); });
 }
 
 // ---- memory information and reset ------------------------------------------
@@ -197,6 +221,8 @@ CUMEMTRACE_RUNTIME_EXPORT(cudaFreeAsync_ptsz, free_async<true>, (void* ptr, cuda
 CUMEMTRACE_RUNTIME_EXPORT(cudaMemGetInfo, mem_get_info, (size_t * free_bytes, size_t* total_bytes),
                           free_bytes, total_bytes)
 CUMEMTRACE_RUNTIME_EXPORT(cudaDeviceReset, device_reset, (void))
+CUMEMTRACE_RUNTIME_EXPORT(cudaStreamDestroy, stream_destroy, (cudaStream_t stream), stream)
+CUMEMTRACE_RUNTIME_EXPORT(cudaDeviceSynchronize, device_synchronize, (void))
 
 // ---- the table for dlsym ----------------------------------------------------------
 
@@ -221,6 +247,8 @@ static const InterceptedSymbol kRuntimeSymbols[] = {
     ROW(cudaFreeAsync_ptsz, true, free_async<true>),
     ROW(cudaMemGetInfo, false, mem_get_info),
     ROW(cudaDeviceReset, false, device_reset),
+    ROW(cudaStreamDestroy, false, stream_destroy),
+    ROW(cudaDeviceSynchronize, false, device_synchronize),
 };
 
 std::span<const InterceptedSymbol> cumemtrace::preload::runtime_symbols() { return kRuntimeSymbols; }

@@ -37,6 +37,9 @@ struct LiveAllocation {
   // primary-context reset does not free it (cudaDeviceReset / cuCtxDestroy
   // notes, CUDA 13 documentation).
   bool context_bound = true;
+  // Served by our caching pool: its memory is a block of a pool segment, so
+  // its free has no segment twin (the pool reports segments itself).
+  bool pooled = false;
 };
 
 // Which kinds of memory a free function gives back.

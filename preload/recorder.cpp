@@ -113,7 +113,7 @@ void Recorder::write_header() {
     first = false;
   }
   header.ch(']');
-  header.field("start_unix_ns", start_unix_ns_).field_str("pool", "passthrough");
+  header.field("start_unix_ns", start_unix_ns_).field_plain("pool", pool_mode_name(config_.pool));
   header.key("config");
   append_config_json(header, config_);
   header.ch('}');
@@ -140,17 +140,19 @@ void Recorder::on_alloc(const AllocationFacts& f) {
     vmm_.create(f.ptr, f.size, f.dev);
   } else {
     if (f.ptr == 0) return;
-    live_.insert(f.ptr, LiveAllocation{f.size, f.dev, f.kind, f.context_bound});
+    live_.insert(f.ptr, LiveAllocation{f.size, f.dev, f.kind, f.context_bound, f.block != 0});
   }
   if (!ensure_trace_open()) return;
   describe_device_once(f.dev);
 
   LineBuffer body;
   append_common(body, f.api, f.kind, f.dev, f.ptr, f.size);
+  if (f.block != 0) body.field("block", f.block);
   if (f.stream) body.field_hex("stream", *f.stream);
   append_stack(body);
-  if (vmm) {
-    // Physical memory only: it becomes a segment when it is mapped.
+  if (vmm || f.block != 0) {
+    // vmm: physical memory only, a segment when it is mapped. Pooled: the
+    // pool wrote its segment_alloc when it grew (on_segment_alloc).
     writer_.emit(format::name(format::Event::alloc), body);
     return;
   }
@@ -169,6 +171,11 @@ void Recorder::emit_free(const char* api, std::uintptr_t ptr, const LiveAllocati
   append_common(body, api, a.kind, a.dev, ptr, a.size);
   if (stream) body.field_hex("stream", *stream);
   append_stack(body);
+  if (a.pooled) {
+    // The block goes back to the pool; its segment stays reserved.
+    writer_.emit(format::name(format::Event::free), body);
+    return;
+  }
   LineBuffer segment;
   segment.field_i("dev", a.dev).field_hex("ptr", ptr).field("size", a.size);
   writer_.emit({{format::name(format::Event::free), body},
@@ -253,7 +260,59 @@ void Recorder::on_error(const char* api, std::uintptr_t ptr, const char* what) {
   writer_.emit(format::name(format::Event::error), body);
 }
 
-std::size_t Recorder::cached_free_bytes(int /*dev*/) const { return 0; }
+void Recorder::on_segment_alloc(int dev, std::uintptr_t ptr, std::size_t size, const char* api) {
+  if (inert_.load(std::memory_order_relaxed) || !ensure_trace_open()) return;
+  describe_device_once(dev);
+  LineBuffer segment;
+  segment.field_i("dev", dev).field_hex("ptr", ptr).field("size", size).field_plain("api", api);
+  writer_.emit(format::name(format::Event::segment_alloc), segment);
+}
+
+void Recorder::on_segment_free(int dev, std::uintptr_t ptr, std::size_t size) {
+  if (inert_.load(std::memory_order_relaxed) || !ensure_trace_open()) return;
+  LineBuffer segment;
+  segment.field_i("dev", dev).field_hex("ptr", ptr).field("size", size);
+  writer_.emit(format::name(format::Event::segment_free), segment);
+}
+
+void Recorder::on_oom(const char* api, const pool::OomReport& r) {
+  if (inert_.load(std::memory_order_relaxed) || !ensure_trace_open()) return;
+  describe_device_once(r.device);
+  LineBuffer body;
+  body.field_i("tid", thread_id())
+      .field_plain("api", api)
+      .field_i("dev", r.device)
+      .field("size", r.size)
+      .field("block", r.block)
+      .field("allocated", r.allocated)
+      .field("reserved", r.reserved)
+      .field("cached_free", r.cached_free)
+      .field("largest_free", r.largest_free)
+      .field("device_free", r.device_free)
+      .field("device_total", r.device_total)
+      .field_plain("cause", pool::to_string(r.cause));
+  if (r.stream_ordered) body.field_hex("stream", r.stream);
+  append_stack(body);
+  writer_.emit(format::name(format::Event::oom), body);
+}
+
+void Recorder::on_pool_sample(int dev, const pool::PoolStats& s) {
+  if (inert_.load(std::memory_order_relaxed) || !ensure_trace_open()) return;
+  LineBuffer body;
+  body.field_i("dev", dev)
+      .field("allocated", s.allocated)
+      .field("reserved", s.reserved)
+      .field("cached_free", s.cached_free)
+      .field("largest_free", s.largest_free)
+      .field("free_blocks", s.free_blocks)
+      .field("inactive_split", s.inactive_split)
+      // Beyond TRACE_FORMAT.md's fields (readers skip unknown ones): what
+      // the application asked for (rounding waste) and what waits for a
+      // synchronisation before it can be reused.
+      .field("requested", s.requested)
+      .field("pending_free", s.pending_free);
+  writer_.emit(format::name(format::Event::pool), body);
+}
 
 void Recorder::on_mark(format::MarkKind kind, std::string_view name) {
   if (inert_.load(std::memory_order_relaxed) || !ensure_trace_open()) return;
@@ -270,6 +329,7 @@ void Recorder::append_end_fields(LineBuffer& end, format::EndReason reason) cons
 
 void Recorder::on_exit(format::EndReason reason) {
   if (inert_.load(std::memory_order_relaxed) || !writer_.is_open()) return;
+  if (auto before_end = before_end_.load(std::memory_order_acquire)) before_end();
   LineBuffer end;
   append_end_fields(end, reason);
   writer_.finish(end);

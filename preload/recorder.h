@@ -3,9 +3,11 @@
 // device, pointer, size, stream), and device details come from an injected
 // query, so the core is unit-tested without CUDA.
 //
-// Today every allocation passes straight through to CUDA (the `passthrough`
-// pool of DESIGN.md): each device, managed or pinned alloc/free has its
-// segment twin, so reserved equals allocated. Virtual memory is the
+// An allocation that passed straight through to CUDA (the `passthrough`
+// pool of DESIGN.md, and every managed or pinned one) has its segment twin,
+// so reserved equals allocated. One served by the caching pool carries its
+// `block`, and the pool's segments are written as it obtains and returns
+// them (on_segment_alloc / on_segment_free). Virtual memory is the
 // exception: cuMemCreate's physical memory is an `alloc` of kind `vmm` (its
 // `ptr` is the allocation handle), and what cuMemMap makes usable at an
 // address is the segment (`segment_alloc` at map, `segment_free` at unmap).
@@ -20,6 +22,7 @@
 #include <string_view>
 
 #include "config.h"
+#include "cumemtrace/pool/pool_stats.h"
 #include "cumemtrace/trace_format.h"
 #include "live_table.h"
 #include "stacks/stack_recorder.h"
@@ -44,6 +47,10 @@ struct AllocationFacts {
   std::optional<std::uintptr_t> stream = std::nullopt;  // for stream-ordered calls
   // False for stream-ordered memory, which a context reset does not free.
   bool context_bound = true;
+  // Served by the caching pool: the bytes it set aside (the alloc's `block`);
+  // the pool reports its segments itself, so no segment twin is written.
+  // 0: passthrough, the driver's allocation is the application's.
+  std::size_t block = 0;
 };
 
 // Which table a free function gives memory back to.
@@ -104,10 +111,17 @@ class Recorder {
   // A misuse the application made (TRACE_FORMAT.md `error`).
   void on_error(const char* api, std::uintptr_t ptr, const char* what);
 
-  // Device memory the allocator holds but the application does not: counted
-  // as free in what cudaMemGetInfo/cuMemGetInfo report (DESIGN.md). The
-  // passthrough pool caches nothing; the caching pool answers here.
-  std::size_t cached_free_bytes(int dev) const;
+  // The caching pool's reserved memory changed (pool_glue.cpp): it obtained
+  // a segment (api: the driver call) or is about to give one back.
+  void on_segment_alloc(int dev, std::uintptr_t ptr, std::size_t size, const char* api);
+  void on_segment_free(int dev, std::uintptr_t ptr, std::size_t size);
+  // A request the pool could not meet, before its error is returned.
+  void on_oom(const char* api, const pool::OomReport& report);
+  // A `pool` sample of one device's pool.
+  void on_pool_sample(int dev, const pool::PoolStats& stats);
+  // Runs in on_exit before the `end` line (the pool's final samples). Set
+  // once, before any thread can exit the process.
+  void set_before_end(void (*hook)()) { before_end_.store(hook, std::memory_order_release); }
 
   // A phase boundary from the marker API or NVTX (`name` is any text).
   void on_mark(format::MarkKind kind, std::string_view name);
@@ -174,6 +188,7 @@ class Recorder {
   MappedRanges mapped_;
   StackRecorder stacks_;
 
+  std::atomic<void (*)()> before_end_{nullptr};
   std::atomic<bool> inert_{false};
   std::once_flag open_once_;
   std::atomic<bool> open_failed_{false};

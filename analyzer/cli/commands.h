@@ -24,7 +24,7 @@ CLI::App* add_run_command(CLI::App& app, RunArgs& args);
 int run_command(const RunArgs& args);
 
 struct ReportArgs {
-  std::string trace;
+  std::vector<std::string> traces;  // several: one report with a per-process table
   std::string format = "text";
   std::string output;  // empty: standard output
 };

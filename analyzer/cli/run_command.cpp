@@ -22,7 +22,6 @@
 #include "commands.h"
 #include "config.h"
 #include "cumemtrace/output_template.h"
-#include "cumemtrace/pool/pool_config.h"
 #include "cumemtrace/trace_format.h"
 #include "exit_codes.h"
 
@@ -142,30 +141,13 @@ constexpr ForwardedOption kForwarded[] = {
     {"--fork", "CUMEMTRACE_FORK", &RunArgs::fork},
 };
 
-// Checks for the options the library's table (preload/config.cpp) does not
-// parse yet; each goes when its option joins the table, whose own check
-// (option_value_problem) then applies.
-std::optional<std::string> check_outside_the_table(std::string_view env, std::string_view value) {
-  if (env == "CUMEMTRACE_POOL" && value != "caching" && value != "passthrough") {
-    return "expected 'caching' or 'passthrough'";
-  }
-  if (env == "CUMEMTRACE_POOL_CONF") {
-    // The pool's own parser, as the library will read it.
-    const pool::PoolConfigParse parsed = pool::parse_pool_config(value);
-    if (!parsed.ok()) return parsed.errors.front();
-  }
-  return std::nullopt;
-}
-
 // Sets the library's variables from the flags; false (after one line on
 // stderr) for a bad value.
 bool pass_options_on(const RunArgs& args, const std::string& library) {
   for (const ForwardedOption& option : kForwarded) {
     const std::optional<std::string>& value = args.*option.value;
     if (!value) continue;
-    std::optional<std::string> problem = preload::option_value_problem(option.env, *value);
-    if (!problem) problem = check_outside_the_table(option.env, *value);
-    if (problem) {
+    if (const auto problem = preload::option_value_problem(option.env, *value)) {
       spdlog::error("{} '{}': {}", option.flag, *value, *problem);
       return false;
     }

@@ -302,7 +302,7 @@ void render_fragmentation(std::string& out, const Json& report, const TimelineCo
     }
     ChartLine scattered{ChartLine::Style::dots, kScatteredDots, "cached free memory scattered (pool samples)", {}};
     if (auto it = pool.find(dev); it != pool.end()) {
-      for (const PoolSample& p : it->second) scattered.points.push_back({p.t, p.scattered()});
+      for (const CacheSample& p : it->second) scattered.points.push_back({p.t, p.scattered()});
     }
     const bool reserved_any = std::any_of(samples.begin(), samples.end(), [](const TimelineSample& s) { return s.reserved > 0; });
     if (!reserved_any && scattered.points.empty()) {

@@ -126,7 +126,7 @@ void TimelineCollector::record_changes(std::uint64_t t) {
   }
 }
 
-void TimelineCollector::record_pool(const PoolSample& sample) {
+void TimelineCollector::record_pool(const CacheSample& sample) {
   if (options_.buckets == 0) return;
   Device& d = device(sample.dev);
   PoolBucket& bucket = d.pool_buckets[bucket_index(sample.t)];
@@ -185,11 +185,11 @@ void TimelineCollector::consume(const TraceEvent& e, const Analysis& analysis) {
       if (analysis.devices().size() != tracked_) track_new_devices(analysis);
       record_changes(e.t);
       break;
-    case Event::pool: record_pool(PoolSample{e.t, e.dev, e.cached_free, e.largest_free}); break;
+    case Event::pool: record_pool(CacheSample{e.t, e.dev, e.cached_free, e.largest_free}); break;
     case Event::oom:
       if (analysis.devices().size() != tracked_) track_new_devices(analysis);
       add_oom(e);
-      record_pool(PoolSample{e.t, e.dev, e.cached_free, e.largest_free});
+      record_pool(CacheSample{e.t, e.dev, e.cached_free, e.largest_free});
       break;
     case Event::mark: add_mark(e); break;
     default: break;
@@ -224,10 +224,10 @@ std::map<int, std::vector<TimelineSample>> TimelineCollector::samples_by_device(
   return out;
 }
 
-std::map<int, std::vector<PoolSample>> TimelineCollector::pool_by_device() const {
-  std::map<int, std::vector<PoolSample>> out;
+std::map<int, std::vector<CacheSample>> TimelineCollector::pool_by_device() const {
+  std::map<int, std::vector<CacheSample>> out;
   for (const Device& d : devices_) {
-    std::vector<PoolSample> samples;
+    std::vector<CacheSample> samples;
     for (const PoolBucket& b : d.pool_buckets) {
       if (b.used) samples.push_back(b.most_scattered);
     }

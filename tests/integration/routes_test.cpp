@@ -22,9 +22,13 @@ const std::string kProbes = CUMEMTRACE_APPS_DIR "/probes";
 
 class Routes : public ::testing::Test {
  protected:
-  // Runs tests/apps/<app> MANIFEST ARGS... under the preload on the sim.
+  // Runs tests/apps/<app> MANIFEST ARGS... under the preload on the sim, in
+  // passthrough mode unless `env` says otherwise: the manifest then names
+  // every segment (each call's twin). The caching pool's runs of the same
+  // programs are in pool_preload_test.cpp.
   CommandResult traced(const std::string& app, EnvChanges env = {},
                        const std::vector<std::string>& args = {}) {
+    env.insert(env.begin(), {"CUMEMTRACE_POOL", "passthrough"});
     env.emplace_back("LD_PRELOAD", CUMEMTRACE_PRELOAD);
     env.emplace_back("CUMEMTRACE_OUTPUT", trace_);
     return untraced(app, env, args);
@@ -204,7 +208,8 @@ TEST_F(Routes, DlsymCalledBeforeOurInitialisation) {
   // A second preload's constructor runs before ours and calls dlsym.
   EnvChanges env = {{"LD_PRELOAD", std::string(CUMEMTRACE_PRELOAD) + " " + kProbes +
                                        "/libroute_probe_early.so"},
-                    {"CUMEMTRACE_OUTPUT", trace_}};
+                    {"CUMEMTRACE_OUTPUT", trace_},
+                    {"CUMEMTRACE_POOL", "passthrough"}};
   const auto r = untraced("route_runtime", env);
   ASSERT_EQ(r.exit_code, 0) << r.err;
   expect_trace_matches_manifest();

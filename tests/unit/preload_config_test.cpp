@@ -155,7 +155,9 @@ TEST(Config, EchoIsValidJsonWithEveryOptionInForce) {
   EXPECT_EQ(j["flush_ms"], 50);
   EXPECT_EQ(j["fork"], "off");
   EXPECT_EQ(j["stacks"], 32);
-  EXPECT_EQ(j.size(), 5u) << j.dump();
+  EXPECT_EQ(j["pool"], "caching");
+  EXPECT_EQ(j["pool_sample_ms"], 100);
+  EXPECT_TRUE(j.contains("max_split_size")) << "the pool's policy, flat: " << j.dump();
 }
 
 TEST(Config, ValuesAreCheckedWithTheSameTableForTheLauncher) {
@@ -167,8 +169,12 @@ TEST(Config, ValuesAreCheckedWithTheSameTableForTheLauncher) {
   EXPECT_EQ(option_value_problem("CUMEMTRACE_FORK", "sometimes"), "expected 'trace' or 'off'");
   EXPECT_EQ(option_value_problem("CUMEMTRACE_OUTPUT", ""), "expected a non-empty path template");
   EXPECT_EQ(option_value_problem("CUMEMTRACE_STACKS", "257"), "expected a stack depth in [0, 256] (0: no stacks)");
+  EXPECT_EQ(option_value_problem("CUMEMTRACE_POOL", "cached"), "expected 'caching' or 'passthrough'");
+  // Taken in part by the library (good entries apply), refused whole here.
+  EXPECT_NE(option_value_problem("CUMEMTRACE_POOL_CONF", "bogus:1,max_split_size_mb:64"), std::nullopt);
+  EXPECT_EQ(option_value_problem("CUMEMTRACE_POOL_CONF", "max_split_size_mb:64"), std::nullopt);
   // Not the table's to judge.
-  EXPECT_EQ(option_value_problem("CUMEMTRACE_POOL", "anything"), std::nullopt);
+  EXPECT_EQ(option_value_problem("CUMEMTRACE_LIBRARY", "anything"), std::nullopt);
 }
 
 TEST(Config, StackDepthIsReadAndBadValuesWarnOnce) {
@@ -184,6 +190,56 @@ TEST(Config, StackDepthIsReadAndBadValuesWarnOnce) {
     EXPECT_NE(p.warnings.find("CUMEMTRACE_STACKS"), std::string::npos) << bad;
     EXPECT_EQ(std::count(p.warnings.begin(), p.warnings.end(), '\n'), 1) << p.warnings;
   }
+}
+
+TEST(Config, PoolOptionsDefaultToCachingEveryHundredMilliseconds) {
+  const auto p = parse({});
+  EXPECT_EQ(p.config.pool, Config::PoolMode::caching);
+  EXPECT_EQ(p.config.pool_sample_ms, 100u);
+  EXPECT_EQ(p.config.pool_config.segment_policy, cumemtrace::pool::SegmentPolicy::tight);
+}
+
+TEST(Config, PoolOptionsReadGoodValues) {
+  const auto p = parse({{"CUMEMTRACE_POOL", "passthrough"},
+                        {"CUMEMTRACE_POOL_CONF", "max_split_size_mb:128,expandable_segments:true"},
+                        {"CUMEMTRACE_POOL_SAMPLE_MS", "5"}});
+  EXPECT_EQ(p.warnings, "");
+  EXPECT_EQ(p.config.pool, Config::PoolMode::passthrough);
+  EXPECT_EQ(p.config.pool_config.max_split_size, std::size_t{128} << 20);
+  EXPECT_TRUE(p.config.pool_config.expandable_segments);
+  EXPECT_EQ(p.config.pool_sample_ms, 5u);
+}
+
+TEST(Config, BadPoolValuesWarnOnceEachAndKeepTheirDefaults) {
+  const auto mode = parse({{"CUMEMTRACE_POOL", "cached"}});
+  EXPECT_EQ(mode.config.pool, Config::PoolMode::caching);
+  EXPECT_NE(mode.warnings.find("CUMEMTRACE_POOL='cached'"), std::string::npos) << mode.warnings;
+  EXPECT_EQ(std::count(mode.warnings.begin(), mode.warnings.end(), '\n'), 1) << mode.warnings;
+
+  for (const char* bad : {"", "0", "x", "10ms", "3600001"}) {
+    const auto p = parse({{"CUMEMTRACE_POOL_SAMPLE_MS", bad}});
+    EXPECT_EQ(p.config.pool_sample_ms, 100u) << bad;
+    EXPECT_EQ(std::count(p.warnings.begin(), p.warnings.end(), '\n'), 1) << p.warnings;
+  }
+
+  // One warning per bad entry; the good entry still applies.
+  const auto conf = parse({{"CUMEMTRACE_POOL_CONF", "bogus:1,max_split_size_mb:64"}});
+  EXPECT_NE(conf.warnings.find("CUMEMTRACE_POOL_CONF"), std::string::npos);
+  EXPECT_NE(conf.warnings.find("bogus"), std::string::npos) << conf.warnings;
+  EXPECT_EQ(std::count(conf.warnings.begin(), conf.warnings.end(), '\n'), 1) << conf.warnings;
+  EXPECT_EQ(conf.config.pool_config.max_split_size, std::size_t{64} << 20);
+}
+
+TEST(Config, EchoNamesThePoolAndItsPolicy) {
+  const Config c = parse({{"CUMEMTRACE_POOL_CONF", "max_split_size_mb:128"}}).config;
+  cumemtrace::preload::LineBuffer b;
+  cumemtrace::preload::append_config_json(b, c);
+  const auto j = nlohmann::json::parse(b.view());
+  EXPECT_EQ(j["pool"], "caching");
+  EXPECT_EQ(j["pool_sample_ms"], 100);
+  EXPECT_EQ(j["max_split_size"], 128 << 20);
+  EXPECT_TRUE(j["release_threshold"].is_null());
+  EXPECT_EQ(j["expandable_segments"], false);
 }
 
 }  // namespace

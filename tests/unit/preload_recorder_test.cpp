@@ -169,6 +169,74 @@ TEST_F(RecorderRules, VmmHandlesAreFreedAtTheLastReleaseAndMappingsAreSegments) 
   EXPECT_EQ(lines[4]["ptr"], "0x7000000");
 }
 
+TEST_F(RecorderRules, PooledBlocksHaveNoSegmentTwinAndThePoolWritesItsOwn) {
+  recorder_.on_segment_alloc(0, 0x7000000, 2 << 20, "cuMemAlloc_v2");
+  recorder_.on_alloc({.api = "cudaMalloc", .dev = 0, .ptr = 0x7000000, .size = 1000, .block = 1024});
+  recorder_.on_alloc({.api = "cudaMallocAsync", .dev = 0, .ptr = 0x7000400, .size = 512, .stream = 0x2,
+                      .block = 512});
+  EXPECT_EQ(recorder_.on_free({.api = "cudaFree", .ptr = 0x7000000}), FreeOutcome::recorded);
+  recorder_.on_segment_free(0, 0x7000000, 2 << 20);
+  const auto lines = events();
+  EXPECT_EQ(names(lines), (std::vector<std::string>{"segment_alloc", "alloc", "alloc", "free", "segment_free", "end"}));
+  EXPECT_EQ(lines[0]["api"], "cuMemAlloc_v2");
+  EXPECT_EQ(lines[0]["size"], 2 << 20);
+  EXPECT_EQ(lines[1]["block"], 1024);
+  EXPECT_EQ(lines[1]["size"], 1000);
+  EXPECT_EQ(lines[2]["stream"], "0x2");
+  EXPECT_EQ(lines[3]["size"], 1000);
+  EXPECT_FALSE(lines[3].contains("block"));
+  EXPECT_EQ(lines[5]["live"], 1);
+  EXPECT_EQ(lines[5]["live_bytes"], 512);
+}
+
+TEST_F(RecorderRules, DeviceResetFreesPooledBlocksWithoutTwins) {
+  recorder_.on_alloc({.api = "cudaMalloc", .dev = 0, .ptr = 0x9000, .size = 10, .block = 512});
+  alloc(0x5000, 7);  // passthrough
+  recorder_.on_device_reset("cudaDeviceReset", 0);
+  EXPECT_EQ(names(events()), (std::vector<std::string>{"alloc", "segment_alloc", "alloc", "free", "segment_free",
+                                                       "free", "end"}));
+}
+
+TEST_F(RecorderRules, OomAndPoolSamplesCarryEveryField) {
+  cumemtrace::pool::OomReport r;
+  r.device = 0;
+  r.size = 100;
+  r.block = 512;
+  r.allocated = 1;
+  r.reserved = 2;
+  r.cached_free = 3;
+  r.largest_free = 4;
+  r.device_free = 5;
+  r.device_total = 6;
+  r.cause = cumemtrace::pool::OomCause::fragmentation;
+  recorder_.on_oom("cuMemAlloc_v2", r);
+  cumemtrace::pool::PoolStats s;
+  s.allocated = 10;
+  s.reserved = 20;
+  s.cached_free = 10;
+  s.largest_free = 8;
+  s.free_blocks = 2;
+  s.inactive_split = 2;
+  recorder_.on_pool_sample(0, s);
+  // The pool's last word comes before `end`.
+  static Recorder* self = nullptr;
+  self = &recorder_;
+  recorder_.set_before_end([] { self->on_pool_sample(0, cumemtrace::pool::PoolStats{}); });
+  const auto lines = events();
+  ASSERT_EQ(names(lines), (std::vector<std::string>{"oom", "pool", "pool", "end"}));
+  const json expected_oom = {{"api", "cuMemAlloc_v2"}, {"dev", 0},         {"size", 100},
+                             {"block", 512},           {"allocated", 1},   {"reserved", 2},
+                             {"cached_free", 3},       {"largest_free", 4}, {"device_free", 5},
+                             {"device_total", 6},      {"cause", "fragmentation"}, {"stack", 0}};
+  for (const auto& [key, value] : expected_oom.items()) EXPECT_EQ(lines[0][key], value) << key;
+  EXPECT_GT(lines[0]["tid"].get<long>(), 0);
+  const json expected_sample = {{"dev", 0},          {"allocated", 10}, {"reserved", 20},
+                                {"cached_free", 10}, {"largest_free", 8}, {"free_blocks", 2},
+                                {"inactive_split", 2}};
+  for (const auto& [key, value] : expected_sample.items()) EXPECT_EQ(lines[1][key], value) << key;
+  EXPECT_EQ(lines[2]["reserved"], 0);
+}
+
 TEST(LiveTableThreads, ConcurrentInsertsAndTakesBalance) {
   LiveTable table;
   std::vector<std::thread> threads;

@@ -125,6 +125,7 @@ class RecorderTest : public TempDir {
     Config c;
     c.output_template = dir_ + "/" + file_template;
     c.buffer_kb = 64;
+    c.pool = Config::PoolMode::passthrough;  // what these tests record
     return c;
   }
 };

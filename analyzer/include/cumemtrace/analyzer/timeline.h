@@ -53,7 +53,7 @@ struct TimelineSample {
 
 // The pool's cached free memory at one moment (`pool` events, and the pool's
 // view that every `oom` event carries).
-struct PoolSample {
+struct CacheSample {
   std::uint64_t t = 0;
   int dev = 0;
   std::uint64_t cached_free = 0;
@@ -124,7 +124,7 @@ class TimelineCollector {
   // Resampled mode: the kept samples in time order, per device.
   std::map<int, std::vector<TimelineSample>> samples_by_device() const;
   // Resampled mode: per device, the most scattered pool sample of each bucket.
-  std::map<int, std::vector<PoolSample>> pool_by_device() const;
+  std::map<int, std::vector<CacheSample>> pool_by_device() const;
 
   const std::vector<TimelineMark>& marks() const { return marks_; }
   const std::vector<TimelineOom>& ooms() const { return ooms_; }
@@ -143,7 +143,7 @@ class TimelineCollector {
   };
   struct PoolBucket {
     bool used = false;
-    PoolSample most_scattered;
+    CacheSample most_scattered;
   };
   struct Device {
     int dev = 0;
@@ -159,7 +159,7 @@ class TimelineCollector {
   Device& device(int dev);
   void track_new_devices(const Analysis& analysis);
   void record_changes(std::uint64_t t);
-  void record_pool(const PoolSample& sample);
+  void record_pool(const CacheSample& sample);
   std::size_t bucket_index(std::uint64_t t);
   void widen_buckets();
   void add_mark(const TraceEvent& e);
