@@ -11,7 +11,8 @@ namespace cumemtrace::analyzer {
 namespace {
 // Big enough that refills are rare, small enough to stay in cache-friendly
 // territory; it grows only for a longer line.
-constexpr std::size_t kInitialBufferBytes = std::size_t{1} << 20;
+constexpr std::size_t kInitialBufferBytes = std::size_t{256} << 10;
+constexpr std::size_t kBatchBytes = std::size_t{64} << 10;
 
 std::string quoted(std::string_view s) {
   constexpr std::size_t kMaxShown = 40;
@@ -163,6 +164,48 @@ void TraceReader::finish() {
   stats_.truncated = !stats_.has_end || stats_.partial_last_line || source_->ended_inside_frame();
 }
 
+bool TraceReader::start_batch() {
+  if (discarding_long_line_ || scan_ >= end_) return false;
+  // The complete lines in the next kBatchBytes: small enough that they are
+  // still in the cache when decoded after simdjson's indexing pass over them.
+  // [begin_, scan_) holds no newline (read_line scanned it): look after it.
+  const std::size_t limit = std::min(end_, std::max(scan_, begin_ + kBatchBytes));
+  const void* last = ::memrchr(buffer_.get() + scan_, '\n', limit - scan_);
+  if (last == nullptr) return false;  // a line longer than a batch: read_line() takes it
+  const std::size_t stop = static_cast<std::size_t>(static_cast<const char*>(last) - buffer_.get()) + 1;
+  parser_->start_batch(std::string_view(buffer_.get() + begin_, stop - begin_));
+  begin_ = scan_ = stop;
+  in_batch_ = true;
+  return true;
+}
+
+bool TraceReader::accept(const detail::ParseResult& result, std::uint64_t line_number) {
+  event_.line = line_number;
+  switch (result.status) {
+    case detail::ParseResult::Status::bad:
+      if (stats_.first_bad_lines.size() < options_.max_recorded_bad_lines) {
+        record_bad_line(line_number, result.describe());
+      } else {
+        ++stats_.bad_lines;
+      }
+      return false;
+    case detail::ParseResult::Status::unknown_event:
+      ++stats_.unknown_events;
+      ++stats_.events_by_kind[static_cast<std::size_t>(format::Event::unknown)];
+      return false;
+    case detail::ParseResult::Status::ok:
+      break;
+  }
+  stats_.unknown_fields += result.unknown_fields;
+  ++stats_.events_by_kind[static_cast<std::size_t>(event_.ev)];
+  if (event_.ev == format::Event::end) {
+    stats_.has_end = true;
+    stats_.end = EndInfo{event_.t, event_.end_reason, std::string(event_.reason),
+                         event_.live, event_.live_bytes, event_.dropped};
+  }
+  return true;
+}
+
 const TraceEvent* TraceReader::next() {
   if (header_pending_) {  // decoded by the constructor, still in event_
     header_pending_ = false;
@@ -171,6 +214,17 @@ const TraceEvent* TraceReader::next() {
   if (finished_) return nullptr;
   for (;;) {
     std::string_view line;
+    detail::ParseResult result;
+    // The complete lines already in the buffer go as one batch; read_line()
+    // takes over for a line that spans reads, a too long one, the end.
+    if (in_batch_) {
+      if (parser_->next_in_batch(line, event_, result)) {
+        if (accept(result, ++stats_.lines)) return &event_;
+        continue;
+      }
+      in_batch_ = false;
+    }
+    if (start_batch()) continue;
     const LineStatus status = read_line(line);
     if (status == LineStatus::none || status == LineStatus::partial) {
       // Everything before the cut is used; the partial line is not.
@@ -183,31 +237,7 @@ const TraceEvent* TraceReader::next() {
       record_bad_line(line_number, "line longer than " + std::to_string(options_.max_line_bytes) + " bytes");
       continue;
     }
-    const detail::ParseResult result = parser_->parse(line, event_);
-    event_.line = line_number;
-    switch (result.status) {
-      case detail::ParseResult::Status::bad:
-        if (stats_.first_bad_lines.size() < options_.max_recorded_bad_lines) {
-          record_bad_line(line_number, result.describe());
-        } else {
-          ++stats_.bad_lines;
-        }
-        continue;
-      case detail::ParseResult::Status::unknown_event:
-        ++stats_.unknown_events;
-        ++stats_.events_by_kind[static_cast<std::size_t>(format::Event::unknown)];
-        continue;
-      case detail::ParseResult::Status::ok:
-        break;
-    }
-    stats_.unknown_fields += result.unknown_fields;
-    ++stats_.events_by_kind[static_cast<std::size_t>(event_.ev)];
-    if (event_.ev == format::Event::end) {
-      stats_.has_end = true;
-      stats_.end = EndInfo{event_.t, event_.end_reason, std::string(event_.reason),
-                           event_.live, event_.live_bytes, event_.dropped};
-    }
-    return &event_;
+    if (accept(parser_->parse(line, event_), line_number)) return &event_;
   }
 }
 

@@ -68,6 +68,7 @@ struct ReaderStats {
 namespace detail {
 class ByteSource;
 class LineParser;
+struct ParseResult;
 }  // namespace detail
 
 class TraceReader {
@@ -92,6 +93,8 @@ class TraceReader {
  private:
   enum class LineStatus { complete, too_long, partial, none };
   LineStatus read_line(std::string_view& line);
+  bool start_batch();
+  bool accept(const detail::ParseResult& result, std::uint64_t line_number);
   bool fill_buffer();
   void grow_or_discard();
   void read_header();
@@ -112,6 +115,7 @@ class TraceReader {
   std::size_t scan_ = 0;
   bool eof_ = false;
   bool discarding_long_line_ = false;
+  bool in_batch_ = false;  // lines come from parser_'s batch, not read_line()
   bool header_pending_ = true;  // the header event has not been yielded yet
   bool finished_ = false;
 
