@@ -28,7 +28,9 @@ int report_command(const ReportArgs& args) {
   using namespace cumemtrace::analyzer;
   try {
     const auto start = std::chrono::steady_clock::now();
-    TraceReader reader(args.trace);
+    ReaderOptions options;
+    options.progress = true;
+    TraceReader reader(args.trace, options);
     Analysis analysis;
     std::uint64_t events = 0;
     while (const TraceEvent* event = reader.next()) {

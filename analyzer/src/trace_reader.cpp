@@ -5,6 +5,7 @@
 
 #include "byte_source.h"
 #include "line_parser.h"
+#include "progress.h"
 
 namespace cumemtrace::analyzer {
 
@@ -13,6 +14,8 @@ namespace {
 // territory; it grows only for a longer line.
 constexpr std::size_t kInitialBufferBytes = std::size_t{256} << 10;
 constexpr std::size_t kBatchBytes = std::size_t{64} << 10;
+// The progress meter reads the clock once per this many lines (a mask).
+constexpr std::uint64_t kProgressEveryLines = (std::uint64_t{1} << 15) - 1;
 
 std::string quoted(std::string_view s) {
   constexpr std::size_t kMaxShown = 40;
@@ -30,6 +33,7 @@ TraceReader::TraceReader(std::string path, ReaderOptions options)
   parser_ = std::make_unique<detail::LineParser>();
   capacity_ = std::min(kInitialBufferBytes, options_.max_line_bytes + 1);
   buffer_ = std::make_unique<char[]>(capacity_ + detail::LineParser::kPadding);  // zeroed
+  if (options_.progress) progress_ = detail::make_terminal_progress(path_, source_->size());
   read_header();
 }
 
@@ -160,6 +164,7 @@ void TraceReader::record_bad_line(std::uint64_t line, std::string reason) {
 
 void TraceReader::finish() {
   finished_ = true;
+  if (progress_) progress_->finish();
   stats_.last_complete_line = stats_.lines;
   stats_.truncated = !stats_.has_end || stats_.partial_last_line || source_->ended_inside_frame();
 }
@@ -219,7 +224,10 @@ const TraceEvent* TraceReader::next() {
     // takes over for a line that spans reads, a too long one, the end.
     if (in_batch_) {
       if (parser_->next_in_batch(line, event_, result)) {
-        if (accept(result, ++stats_.lines)) return &event_;
+        if ((++stats_.lines & kProgressEveryLines) == 0 && progress_) {
+          progress_->update(source_->position(), stats_.lines);
+        }
+        if (accept(result, stats_.lines)) return &event_;
         continue;
       }
       in_batch_ = false;
@@ -233,6 +241,7 @@ const TraceEvent* TraceReader::next() {
       return nullptr;
     }
     const std::uint64_t line_number = ++stats_.lines;
+    if (progress_) progress_->update(source_->position(), stats_.lines);  // long lines: rare
     if (status == LineStatus::too_long) {
       record_bad_line(line_number, "line longer than " + std::to_string(options_.max_line_bytes) + " bytes");
       continue;

@@ -16,6 +16,7 @@ add_executable(analyzer_unit_tests
   analyzer_analysis_test.cpp
   analyzer_cli_test.cpp
   analyzer_line_parser_test.cpp
+  analyzer_progress_test.cpp
   analyzer_reader_test.cpp
   analyzer_report_test.cpp
   analyzer_test_support.cpp)

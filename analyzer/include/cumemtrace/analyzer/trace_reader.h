@@ -39,6 +39,9 @@ struct ReaderOptions {
   std::size_t max_line_bytes = std::size_t{16} << 20;
   // How many bad lines are kept, with their line numbers, for the report.
   std::size_t max_recorded_bad_lines = 5;
+  // A progress line on stderr while reading, when stderr is a terminal and
+  // reading takes more than a couple of seconds (the command line's choice).
+  bool progress = false;
 };
 
 struct BadLine {
@@ -68,6 +71,7 @@ struct ReaderStats {
 namespace detail {
 class ByteSource;
 class LineParser;
+class ProgressMeter;
 struct ParseResult;
 }  // namespace detail
 
@@ -105,6 +109,7 @@ class TraceReader {
   ReaderOptions options_;
   std::unique_ptr<detail::ByteSource> source_;
   std::unique_ptr<detail::LineParser> parser_;
+  std::unique_ptr<detail::ProgressMeter> progress_;  // null: none shown
 
   // Read buffer: data in [begin_, end_), scanned for '\n' up to scan_; a
   // zeroed tail of simdjson padding always follows capacity_.
