@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "byte_source.h"
+#include "cumemtrace/analyzer/units.h"
 #include "line_parser.h"
 #include "progress.h"
 
@@ -16,6 +17,32 @@ constexpr std::size_t kInitialBufferBytes = std::size_t{256} << 10;
 constexpr std::size_t kBatchBytes = std::size_t{64} << 10;
 // The progress meter reads the clock once per this many lines (a mask).
 constexpr std::uint64_t kProgressEveryLines = (std::uint64_t{1} << 15) - 1;
+
+// What a file that is not a trace seems to be, from its first bytes, for
+// the one-line error: "first line is not a header" alone leaves a user
+// wondering what went wrong when they passed the wrong file.
+std::string describe_foreign(std::string_view start) {
+  const auto starts_with = [start](std::string_view magic) { return start.substr(0, magic.size()) == magic; };
+  struct Signature {
+    std::string_view magic;
+    const char* what;
+  };
+  static constexpr Signature kSignatures[] = {
+      {"\x1f\x8b", "gzip-compressed data; cumemtrace reads .jsonl or zstd-compressed .jsonl.zst"},
+      {"BZh", "bzip2-compressed data; cumemtrace reads .jsonl or zstd-compressed .jsonl.zst"},
+      {"\xfd" "7zXZ", "xz-compressed data; cumemtrace reads .jsonl or zstd-compressed .jsonl.zst"},
+      {"PK\x03\x04", "a zip archive"},
+      {"\x7f" "ELF", "an executable or library"},
+      {"v ", "it looks like a heaptrack trace"},
+  };
+  for (const Signature& s : kSignatures) {
+    if (starts_with(s.magic)) return s.what;
+  }
+  if (start.size() >= 2 && start[0] == '\x80' && start[1] >= '\x02' && start[1] <= '\x05') return "a Python pickle";
+  const std::size_t first = start.find_first_not_of(" \t\r\n");
+  if (first != std::string_view::npos && start[first] == '[') return "a JSON array, not one JSON object per line";
+  return "first line is not a header";
+}
 
 std::string quoted(std::string_view s) {
   constexpr std::size_t kMaxShown = 40;
@@ -69,7 +96,8 @@ void TraceReader::grow_or_discard() {
     return;
   }
   if (stats_.lines == 0) {
-    throw TraceError(path_ + ": not a cumemtrace trace (first line is not a header)");
+    throw TraceError(path_ + ": not a cumemtrace trace (" + describe_foreign(std::string_view(buffer_.get(), end_)) +
+                     ", and no line break in its first " + format_bytes(options_.max_line_bytes) + ")");
   }
   // Too long to be a trace line: drop it as it streams past.
   discarding_long_line_ = true;
@@ -116,7 +144,7 @@ void TraceReader::read_header() {
   const detail::ParseResult result = parser_->parse(line, event_);
   const bool is_header = result.status != detail::ParseResult::Status::unknown_event &&
                          event_.ev == format::Event::header;
-  if (!is_header) throw TraceError(path_ + ": not a cumemtrace trace (first line is not a header)");
+  if (!is_header) throw TraceError(path_ + ": not a cumemtrace trace (" + describe_foreign(line) + ")");
   if (event_.format_name != format::kFormatName) {
     throw TraceError(path_ + ": not a cumemtrace trace (header format is " +
                      quoted(event_.format_name) + ")");
