@@ -33,6 +33,8 @@ int main_checked(int argc, char** argv) {
   CLI::App* run = add_run_command(app, run_args);
   ReportArgs report_args;
   CLI::App* report = add_report_command(app, report_args);
+  CheckArgs check_args;
+  CLI::App* check = add_check_command(app, check_args);
 
   try {
     app.parse(argc, argv);
@@ -43,6 +45,7 @@ int main_checked(int argc, char** argv) {
   if (verbose) spdlog::set_level(spdlog::level::debug);
   if (run->parsed()) return run_command(run_args);
   if (report->parsed()) return report_command(report_args);
+  if (check->parsed()) return check_command(check_args);
   return kExitUsage;
 }
 

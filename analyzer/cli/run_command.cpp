@@ -192,6 +192,9 @@ CLI::App* add_run_command(CLI::App& app, RunArgs& args) {
   run->add_option("-o,--output", args.output,
                   "Trace path template: %p pid, %h host, %r rank, %t start time "
                   "(default cumemtrace.%h.%p.jsonl; a .zst suffix compresses)");
+  run->add_option("--check", args.check,
+                  "Check the run's traces afterwards, e.g. 'peak<=2GiB,leaked==0' (names as in `check`; "
+                  "exit: the program's status if it failed, else 1 if a check failed)");
   run->add_option("command", args.command, "The program and its arguments (after --)")->required();
   // Everything from the program's name on belongs to the program, options included.
   run->positionals_at_end();
@@ -202,6 +205,8 @@ int run_command(const RunArgs& args) {
   const std::optional<std::string> library = find_preload_library();
   if (!library || !add_to_ld_preload(*library)) return kExitUsage;
   if (!args.output.empty()) ::setenv(format::kEnvOutput, args.output.c_str(), 1);
+  std::unique_ptr<RunCheck> check;
+  if (!args.check.empty() && !(check = RunCheck::prepare(args.check, output_template(args)))) return kExitUsage;
 
   // Block the forwarded signals until the child's pid is known, so none is lost.
   sigset_t forwarded, original_mask;
@@ -243,6 +248,11 @@ int run_command(const RunArgs& args) {
       spdlog::info("no trace at {}: the program made no device allocation that cumemtrace saw",
                    *trace);
     }
+  }
+  // A failed program's status wins: the checks are still printed.
+  if (check) {
+    const int verdict = check->check_new_traces();
+    return status != 0 ? status : verdict;
   }
   return status;
 }
