@@ -2,6 +2,7 @@
 // runs from the values CLI11 parsed into its argument struct.
 #pragma once
 
+#include <cstddef>
 #include <memory>
 #include <string>
 #include <vector>
@@ -37,6 +38,17 @@ struct CheckArgs {
 };
 CLI::App* add_check_command(CLI::App& app, CheckArgs& args);
 int check_command(const CheckArgs& args);
+
+struct DiffArgs {
+  std::string base;
+  std::string next;
+  std::string format = "text";
+  std::string output;  // empty: standard output
+  std::size_t sites = 10;
+  std::string max_peak_increase, max_reserved_increase, max_leak_increase, max_growth_increase;  // empty: none
+};
+CLI::App* add_diff_command(CLI::App& app, DiffArgs& args);
+int diff_command(const DiffArgs& args);
 
 // `run --check LIST`: the list is parsed and the trace files already there
 // are noted before the program starts; afterwards the traces the run wrote

@@ -35,6 +35,8 @@ int main_checked(int argc, char** argv) {
   CLI::App* report = add_report_command(app, report_args);
   CheckArgs check_args;
   CLI::App* check = add_check_command(app, check_args);
+  DiffArgs diff_args;
+  CLI::App* diff = add_diff_command(app, diff_args);
 
   try {
     app.parse(argc, argv);
@@ -46,6 +48,7 @@ int main_checked(int argc, char** argv) {
   if (run->parsed()) return run_command(run_args);
   if (report->parsed()) return report_command(report_args);
   if (check->parsed()) return check_command(check_args);
+  if (diff->parsed()) return diff_command(diff_args);
   return kExitUsage;
 }
 

@@ -146,4 +146,12 @@ std::optional<double> parse_fraction(std::string_view text) {
   return value;
 }
 
+std::optional<double> parse_percent(std::string_view text) {
+  text = trim(text);
+  if (!text.empty() && text.back() == '%') text = trim(text.substr(0, text.size() - 1));
+  const std::optional<Decimal> number = take_decimal(text);
+  if (!number || !text.empty()) return std::nullopt;
+  return static_cast<double>(number->digits) / static_cast<double>(power_of_ten(number->fraction_digits));
+}
+
 }  // namespace cumemtrace::analyzer

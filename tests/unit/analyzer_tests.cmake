@@ -16,6 +16,7 @@ add_executable(analyzer_unit_tests
   analyzer_analysis_test.cpp
   analyzer_bad_input_test.cpp
   analyzer_check_test.cpp
+  analyzer_diff_test.cpp
   analyzer_cli_test.cpp
   analyzer_line_parser_test.cpp
   analyzer_memory_test.cpp

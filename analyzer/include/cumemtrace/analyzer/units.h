@@ -27,4 +27,7 @@ std::optional<std::uint64_t> parse_count(std::string_view text);
 // A ratio in [0, 1]: "0.25" or "25%".
 std::optional<double> parse_fraction(std::string_view text);
 
+// A non-negative percentage: "10" or "10%" give 10, "2.5" 2.5.
+std::optional<double> parse_percent(std::string_view text);
+
 }  // namespace cumemtrace::analyzer
