@@ -29,3 +29,4 @@ add_test(NAME golden_normal_leak_output_file
     -DACTUAL_DIR=${CMAKE_CURRENT_BINARY_DIR}/golden_actual
     -DUSE_OUTPUT_FILE=ON
     -P ${CUMEMTRACE_GOLDEN_DIR}/compare_report.cmake)
+include(${CMAKE_CURRENT_LIST_DIR}/check_diff.cmake)
