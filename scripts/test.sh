@@ -6,3 +6,6 @@ root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 build=${CUMEMTRACE_BUILD_DIR:-$root/build}
 "$root/scripts/build.sh"
 ctest --test-dir "$build" --output-on-failure -j"$(nproc)" --timeout 600 "$@"
+# The reader's fuzzer, time-boxed (CUMEMTRACE_FUZZ_SECONDS, default 60; 0
+# skips): a crash it finds fails the run.
+"$root/scripts/fuzz.sh"

@@ -298,6 +298,25 @@ struct LineParser::Impl {
     return !error && doc.current_location().get(trailing) != simdjson::SUCCESS;
   }
 
+  // The text of a string value that holds no escape, as it is in the line
+  // (which stays in place until the next line): no copy into simdjson's
+  // string buffer. Stage 1 already refused unescaped control characters and
+  // invalid UTF-8, so without a backslash the raw text is the string. False
+  // (and the value left unread) for anything else.
+  static bool raw_string(Value& value, std::string_view& content) {
+    const std::string_view token = value.raw_json_token();  // to the next structural character
+    if (token.size() < 2 || token.front() != '"') return false;
+    std::size_t close = token.size() - 1;
+    while (close > 0 && token[close] != '"') --close;  // blanks may follow the closing quote
+    if (close == 0) return false;
+    content = token.substr(1, close - 1);
+    for (char c : content) {
+      if (c == '\\') return false;
+    }
+    simdjson::ondemand::raw_json_string ignored;
+    return !value.get_raw_json_string().get(ignored);  // steps past the value
+  }
+
   enum class Fast : std::uint8_t { done, general, invalid_json };
 
   // The common cases: an integer field holding a non-negative integer, a
@@ -327,6 +346,10 @@ struct LineParser::Impl {
       case ValueKind::string:
       case ValueKind::hex: {
         std::string_view text;
+        if (raw_string(value, text)) {
+          state.string(f, text, true);
+          return Fast::done;
+        }
         const simdjson::error_code error = value.get_string().get(text);
         if (error == simdjson::INCORRECT_TYPE) return Fast::general;
         if (error) return Fast::invalid_json;  // a bad escape: the string was read
@@ -459,8 +482,11 @@ struct LineParser::Impl {
     const char* next = nullptr;
     const simdjson::error_code error = doc.current_location().get(next);
     const std::size_t line_end = line_start + line.size() + 1;
-    const bool ends_here = error == simdjson::OUT_OF_BOUNDS ? line_end == batch.size()
-                                                             : !error && next == batch.data() + line_end;
+    // At the batch's end, stage 1 leaves out whatever does not complete a
+    // document ("{...}\"x\":1}"): then truncated_bytes() is not 0.
+    const bool ends_here = error == simdjson::OUT_OF_BOUNDS
+                               ? line_end == batch.size() && stream.truncated_bytes() == 0
+                               : !error && next == batch.data() + line_end;
     if (!ends_here) return false;
     advance_pending = true;
     return true;
@@ -482,7 +508,7 @@ struct LineParser::Impl {
     return true;
   }
 
-  static constexpr std::size_t kBatchBytes = std::size_t{64} << 10;
+  static constexpr std::size_t kBatchBytes = std::size_t{16} << 10;
   static constexpr std::size_t kMaxBatchBytes = std::size_t{4} << 20;
 };
 

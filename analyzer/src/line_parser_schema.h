@@ -248,6 +248,7 @@ struct LineState {
 
   TraceEvent& out;
   Event ev = Event::unknown;  // from the `ev` field, once decoded
+  format::MemoryKind memory_kind = format::MemoryKind::unknown;  // from `kind`
   FieldMask seen = 0;
   FieldMask wrong = 0;
   FieldMask nulls = 0;
@@ -294,19 +295,28 @@ struct LineState {
     }
   }
 
-  // A string value for field f (a string or hex field).
-  void string(Field f, std::string_view text) {
+  // A string value for field f (a string or hex field). `padded`: 16 bytes
+  // from the text's start are readable (it lies in the line buffer), so
+  // names are looked up without a memcmp call.
+  void string(Field f, std::string_view text, bool padded = false) {
     seen |= bit(f);
-    if (kFields[static_cast<std::size_t>(f)].kind == ValueKind::string) return store_string(f, text);
+    if (kFields[static_cast<std::size_t>(f)].kind == ValueKind::string) return store_string(f, text, padded);
     std::uint64_t value = 0;
     if (!parse_hex(text, value)) return set_wrong(f);
     if (f == Field::ptr) out.ptr = value;
     else out.stream = value;
   }
 
-  void store_string(Field f, std::string_view s) {
-    if (f == Field::ev) ev = kEventTable.find(s, Event::unknown);
-    else if (auto member = kStringMembers[static_cast<std::size_t>(f)]) out.*member = s;
+  void store_string(Field f, std::string_view s, bool padded = false) {
+    if (f == Field::ev) {
+      ev = padded ? kEventTable.find_padded(s, Event::unknown) : kEventTable.find(s, Event::unknown);
+      return;
+    }
+    if (f == Field::kind) {  // kept for alloc and free only, by finish()
+      memory_kind = padded ? kMemoryKindTable.find_padded(s, format::MemoryKind::unknown)
+                           : kMemoryKindTable.find(s, format::MemoryKind::unknown);
+    }
+    if (auto member = kStringMembers[static_cast<std::size_t>(f)]) out.*member = s;
   }
 
   void store_uint(Field f, std::uint64_t u) {
@@ -346,7 +356,7 @@ struct LineState {
     if (!(present & bit(Field::block))) out.block.reset();
     if (!(present & bit(Field::stream))) out.stream.reset();
     if (out.ev == Event::alloc || out.ev == Event::free) {
-      out.memory_kind = kMemoryKindTable.find(out.kind, format::MemoryKind::unknown);
+      out.memory_kind = memory_kind;
     } else if (out.ev == Event::end) {
       out.end_reason = format::parse_end_reason(out.reason);
     }

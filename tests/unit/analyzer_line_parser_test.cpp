@@ -256,8 +256,10 @@ TEST(LineParser, BatchGivesExactlyWhatLineByLineGives) {
   for (const std::string& line : kLines) cases.push_back({good, line, good, good});
   cases.push_back({good, R"({"ev":"alloc","t":1,"tid":1,)",
                    R"("api":"a","kind":"device","dev":0,"ptr":"0x1","size":1,"stack":0})", good});
-  for (const std::string& odd : {good + good, good + " " + good, "  " + good, good + "\r", good + "  ", "\t" + good}) {
+  for (const std::string& odd : {good + good, good + " " + good, "  " + good, good + "\r", good + "  ", "\t" + good,
+                                 good + R"("size":5,"stack":1})", good + "]", good + "\"", good + "{"}) {
     cases.push_back({good, odd, good});
+    cases.push_back({good, odd});  // last in its batch (found by the fuzzer)
   }
   cases.push_back({good, good, good});
 
