@@ -200,7 +200,9 @@ struct Scalar {
 };
 
 // Where each string and integer field is stored in a TraceEvent: a table
-// lookup per field instead of a switch.
+// lookup per field instead of a switch. Which entries are set is in the
+// masks: a value-initialised member pointer in a constant expression is
+// not reliably null (GCC gives it offset 0, a real member).
 using StringMember = std::string_view TraceEvent::*;
 using UintMember = std::uint64_t TraceEvent::*;
 constexpr auto kStringMembers = [] {
@@ -241,10 +243,55 @@ constexpr auto kUintMembers = [] {
   at(Field::dropped) = &TraceEvent::dropped;
   return m;
 }();
+constexpr FieldMask kStringMemberFields = bits(Field::format, Field::host, Field::exe, Field::pool, Field::name,
+                                               Field::api, Field::kind, Field::cause, Field::what, Field::reason);
+constexpr FieldMask kUintMemberFields =
+    bits(Field::start_unix_ns, Field::t, Field::tid, Field::total, Field::id, Field::size, Field::stack,
+         Field::allocated, Field::reserved, Field::cached_free, Field::largest_free, Field::device_free,
+         Field::device_total, Field::free_blocks, Field::inactive_split, Field::live, Field::live_bytes,
+         Field::dropped);
 
 // Per-line decoding state: which fields were seen, which had the wrong type.
 struct LineState {
-  explicit LineState(TraceEvent& event) : out(event) {}
+  // `stored` (if given) holds the fields the previous line stored into the
+  // event: at the end, those this line did not store are reset, and it then
+  // holds this line's.
+  explicit LineState(TraceEvent& event, FieldMask* stored = nullptr) : out(event), stored_(stored) {}
+  ~LineState() {
+    if (stored_ == nullptr) return;
+    reset_fields(out, *stored_ & ~seen);
+    *stored_ = seen;
+  }
+
+  // Back to its default, each field of `mask`.
+  static void reset_fields(TraceEvent& out, FieldMask mask) {
+    while (mask != 0) {
+      const Field f = static_cast<Field>(std::countr_zero(mask));
+      mask &= mask - 1;
+      const auto i = static_cast<std::size_t>(f);
+      if (kStringMemberFields & bit(f)) {
+        out.*kStringMembers[i] = {};
+      } else if (kUintMemberFields & bit(f)) {
+        out.*kUintMembers[i] = 0;
+      } else {
+        switch (f) {
+          case Field::dev: out.dev = 0; break;
+          case Field::ptr: out.ptr = 0; break;
+          case Field::block: out.block.reset(); break;
+          case Field::stream: out.stream.reset(); break;
+          case Field::version: out.version = 0; break;
+          case Field::pid: out.pid = 0; break;
+          case Field::ppid: out.ppid = 0; break;
+          case Field::argv: out.argv.clear(); break;
+          case Field::frames: out.frames.clear(); break;
+          case Field::config: out.config_json.clear(); break;
+          default: break;
+        }
+      }
+    }
+  }
+  LineState(const LineState&) = delete;
+  LineState& operator=(const LineState&) = delete;
 
   TraceEvent& out;
   Event ev = Event::unknown;  // from the `ev` field, once decoded
@@ -316,12 +363,12 @@ struct LineState {
       memory_kind = padded ? kMemoryKindTable.find_padded(s, format::MemoryKind::unknown)
                            : kMemoryKindTable.find(s, format::MemoryKind::unknown);
     }
-    if (auto member = kStringMembers[static_cast<std::size_t>(f)]) out.*member = s;
+    if (kStringMemberFields & bit(f)) out.*kStringMembers[static_cast<std::size_t>(f)] = s;
   }
 
   void store_uint(Field f, std::uint64_t u) {
     if (f == Field::block) out.block = u;
-    else if (auto member = kUintMembers[static_cast<std::size_t>(f)]) out.*member = u;
+    else if (kUintMemberFields & bit(f)) out.*kUintMembers[static_cast<std::size_t>(f)] = u;
   }
 
   void store_int(Field f, std::int64_t i) {
@@ -368,6 +415,11 @@ struct LineState {
   }
 
   static Field first(FieldMask mask) { return static_cast<Field>(std::countr_zero(mask)); }
+
+ private:
+  FieldMask* stored_;
+
+ public:
 
   static ParseResult bad(LineProblem problem, Field field) {
     ParseResult r;
