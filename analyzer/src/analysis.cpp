@@ -90,20 +90,25 @@ void Analysis::consume(const TraceEvent& e) {
 }
 
 void Analysis::on_alloc(const TraceEvent& e) {
-  DeviceInfo& d = device(e.dev);
-  if (LiveAllocation* stale = live_.find(e.ptr)) {
+  const LiveAllocation allocation{e.size, e.t, e.stack, e.dev, intern_api(e.api), e.memory_kind};
+  // One probe of the live set, not a find() then an insert(): the hottest
+  // path of the analysis.
+  const auto [slot, inserted] = live_.find_or_insert(e.ptr, allocation);
+  if (!inserted) {
     // The same address handed out twice without a free in between: the free
     // was lost (dropped events). Count the old allocation as freed.
-    DeviceInfo& old_device = device(stale->dev);
-    old_device.memory.allocated.remove(stale->size);
+    const LiveAllocation stale = *slot;
+    *slot = allocation;
+    DeviceInfo& old_device = device(stale.dev);
+    old_device.memory.allocated.remove(stale.size);
     --old_device.memory.live_allocations;
-    total_.allocated.remove(stale->size);
+    total_.allocated.remove(stale.size);
     --total_.live_allocations;
     ++old_device.memory.duplicate_allocs;
     ++total_.duplicate_allocs;
   }
-  live_.insert(e.ptr, LiveAllocation{e.size, e.t, e.stack, e.dev, intern_api(e.api), e.memory_kind});
-  d.memory.allocated.add(e.size, e.t);  // still valid: std::map nodes never move
+  DeviceInfo& d = device(e.dev);
+  d.memory.allocated.add(e.size, e.t);  // std::map nodes never move
   ++d.memory.allocs;
   ++d.memory.live_allocations;
   total_.allocated.add(e.size, e.t);

@@ -419,12 +419,14 @@ struct LineParser::Impl {
       Decoded decoded = Decoded::ok;
       switch (f) {
         case Field::count_: ++state.unknown_keys; break;  // its value is skipped
-        case Field::argv:
+        case Field::argv:  // lists are only reset when a line lacks them: empty them first
           state.seen |= bit(f);
+          state.out.argv.clear();
           decoded = decode_argv(field.value(), state.out);
           break;
         case Field::frames:
           state.seen |= bit(f);
+          state.out.frames.clear();
           decoded = decode_frames(field.value(), state.out, line_end);
           break;
         case Field::config:

@@ -262,6 +262,13 @@ TEST(LineParser, BatchGivesExactlyWhatLineByLineGives) {
     cases.push_back({good, odd});  // last in its batch (found by the fuzzer)
   }
   cases.push_back({good, good, good});
+  // Lines of one kind in a row must not inherit each other's lists.
+  const std::string stack_a = R"({"ev":"stack","id":1,"frames":[{"ip":"0x1","fn":"a"},{"ip":"0x2","fn":"b"}]})";
+  const std::string stack_b = R"({"ev":"stack","id":2,"frames":[{"ip":"0x3","fn":"c"}]})";
+  const std::string header_a = R"({"ev":"header","format":"cumemtrace","version":1,"argv":["x","y"],"config":{"a":1}})";
+  const std::string header_b = R"({"ev":"header","format":"cumemtrace","version":1,"argv":["z"]})";
+  cases.push_back({stack_a, stack_b, stack_a, good, stack_b});
+  cases.push_back({header_a, header_b, header_a, header_a});
 
   LineParser batch_parser;
   Decoder single;
