@@ -54,7 +54,9 @@ std::string digest(const detail::ParseResult& r, const TraceEvent& e) {
   if (r.status != detail::ParseResult::Status::ok) return out;
   out += "/" + std::to_string(static_cast<int>(e.ev)) + "/" + std::to_string(e.t) + "/" + std::to_string(e.ptr) +
          "/" + std::to_string(e.size) + "/" + std::to_string(e.dev) + "/" + std::string(e.api) + "/" +
-         std::string(e.kind) + "/" + std::string(e.name) + "/" + std::to_string(e.frames.size()) + "/" + e.config_json;
+         std::string(e.kind) + "/" + std::string(e.name) + "/" + std::to_string(e.frames.size()) + "/" +
+         std::to_string(e.argv.size()) + "/" + std::to_string(e.block.value_or(1)) + "/" +
+         std::to_string(e.stream.value_or(1)) + "/" + std::to_string(e.stack) + "/" + e.config_json;
   return out;
 }
 
@@ -70,7 +72,6 @@ void compare_batch_with_single_lines(const std::uint8_t* data, std::size_t size)
   batch_parser.start_batch(std::string_view(padded.data(), block.size()));
   std::string_view line;
   TraceEvent batch_event;
-  TraceEvent single_event;
   detail::ParseResult result;
   std::size_t start = 0;
   while (batch_parser.next_in_batch(line, batch_event, result)) {
@@ -81,6 +82,7 @@ void compare_batch_with_single_lines(const std::uint8_t* data, std::size_t size)
       mismatch(line, "a different line", std::string(alone.data(), alone.size() - detail::LineParser::kPadding));
     }
     const std::string batch_digest = digest(result, batch_event);
+    TraceEvent single_event;  // fresh for every line: nothing left from earlier lines
     const detail::ParseResult single =
         single_parser.parse(std::string_view(alone.data(), alone.size() - detail::LineParser::kPadding), single_event);
     const std::string single_digest = digest(single, single_event);
