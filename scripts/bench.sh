@@ -49,3 +49,6 @@ printf '| %-64s | %12s | %12s | %12s |\n' "trace bytes per event (plain JSON Lin
   "$(awk -v b="$bytes" -v e="$events" 'BEGIN {printf "%.1f", b / e}')" ""
 echo
 echo "command: BENCH_PAIRS=$pairs BENCH_RUNS=$runs scripts/bench.sh"
+
+# The analyzer against heaptrack_print, its own table (scripts/bench_analyzer.sh).
+"$root/scripts/bench_analyzer.sh" "$build"
