@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <bit>
 #include <cstring>
+#include <vector>
 
 #include "line_parser_schema.h"
 
@@ -311,39 +312,40 @@ struct LineParser::Impl {
     return !error && doc.current_location().get(trailing) != simdjson::SUCCESS;
   }
 
-  // The text of a string value that holds no escape, as it is in the line
-  // (which stays in place until the next line): no copy into simdjson's
-  // string buffer. Stage 1 already refused unescaped control characters and
-  // invalid UTF-8, so without a backslash the raw text is the string. False
-  // (and the value left unread) for anything else.
-  static bool raw_string(Value& value, std::string_view& content) {
-    const std::string_view token = value.raw_json_token();  // to the next structural character
-    if (token.size() < 2 || token.front() != '"') return false;
-    std::size_t close = token.size() - 1;
-    while (close > 0 && token[close] != '"') --close;  // blanks may follow the closing quote
-    if (close == 0) return false;
-    content = token.substr(1, close - 1);
-    if (has_backslash(content)) return false;
-    simdjson::ondemand::raw_json_string ignored;
-    return !value.get_raw_json_string().get(ignored);  // steps past the value
+  // The length of a string without escapes that starts at `start` (just
+  // after its opening quote), taken from the line itself: false if a
+  // backslash comes before the closing quote. Eight bytes at a time, no
+  // loop per character: stage 1 checked that the quote is there, and the
+  // line's padding covers reading past it.
+  static bool plain_string_length(const char* start, std::size_t& length) {
+    if constexpr (std::endian::native != std::endian::little) {
+      for (length = 0; start[length] != '"'; ++length) {
+        if (start[length] == '\\') return false;
+      }
+      return true;
+    }
+    for (std::size_t offset = 0;; offset += 8) {
+      std::uint64_t word = 0;
+      std::memcpy(&word, start + offset, 8);
+      const std::uint64_t quote = word ^ ('"' * kEachByte);
+      const std::uint64_t backslash = word ^ ('\\' * kEachByte);
+      // The lowest flagged byte is exactly the first quote or backslash.
+      const std::uint64_t found = ((quote - kEachByte) & ~quote) | ((backslash - kEachByte) & ~backslash);
+      const std::uint64_t flagged = found & (0x80 * kEachByte);
+      if (flagged == 0) continue;
+      const std::size_t at = offset + static_cast<std::size_t>(std::countr_zero(flagged)) / 8;
+      length = at;
+      return start[at] == '"';
+    }
   }
 
-  // Whether `text` (in the padded line) holds a backslash: for the usual
-  // short strings, 16 bytes at once with no loop to mispredict.
-  static bool has_backslash(std::string_view text) {
-    if (text.size() > 16) return std::memchr(text.data(), '\\', text.size()) != nullptr;
-    std::uint64_t word[2];
-    std::memcpy(word, text.data(), 16);
-    const std::size_t n = text.size();
-    const std::uint64_t keep[2] = {n >= 8 ? ~std::uint64_t{0} : first_bytes(n),
-                                   n >= 16 ? ~std::uint64_t{0} : n <= 8 ? 0 : first_bytes(n - 8)};
-    std::uint64_t found = 0;
-    for (int i = 0; i < 2; ++i) {
-      // A zero byte of x is a backslash; bytes past the text are made non-zero.
-      const std::uint64_t x = (word[i] ^ ('\\' * kEachByte)) | ~keep[i];
-      found |= (x - kEachByte) & ~x & (0x80 * kEachByte);
-    }
-    return found != 0;
+  // Strings with escapes are unescaped here, valid until the next line.
+  std::vector<std::uint8_t> scratch;
+  std::uint8_t* scratch_end = nullptr;
+
+  void reserve_scratch(std::size_t line_bytes) {
+    if (scratch.size() < line_bytes + simdjson::SIMDJSON_PADDING) scratch.resize(line_bytes + simdjson::SIMDJSON_PADDING);
+    scratch_end = scratch.data();
   }
 
   enum class Fast : std::uint8_t { done, general, invalid_json };
@@ -352,7 +354,8 @@ struct LineParser::Impl {
   // string or hex field holding a string. Anything else (null, a negative
   // number, another type) is left unread for the general path: simdjson's
   // getters do not consume a value of the wrong type.
-  [[gnu::always_inline]] static Fast decode_fast(Value& value, Field f, LineState& state) {
+  [[gnu::always_inline]] Fast decode_fast(const simdjson::ondemand::parser& parser, Value& value, Field f,
+                                          LineState& state) {
     switch (kFields[static_cast<std::size_t>(f)].kind) {
       case ValueKind::uint: {
         std::uint64_t u = 0;
@@ -374,14 +377,16 @@ struct LineParser::Impl {
       }
       case ValueKind::string:
       case ValueKind::hex: {
-        std::string_view text;
-        if (raw_string(value, text)) {
-          state.string(f, text, true);
+        simdjson::ondemand::raw_json_string raw;
+        if (value.get_raw_json_string().get(raw)) return Fast::general;  // not a string: left unread
+        const char* start = reinterpret_cast<const char*>(raw.raw());
+        std::size_t length = 0;
+        if (plain_string_length(start, length)) {  // the usual case: no copy at all
+          state.string(f, std::string_view(start, length), true);
           return Fast::done;
         }
-        const simdjson::error_code error = value.get_string().get(text);
-        if (error == simdjson::INCORRECT_TYPE) return Fast::general;
-        if (error) return Fast::invalid_json;  // a bad escape: the string was read
+        std::string_view text;
+        if (parser.unescape(raw, scratch_end).get(text)) return Fast::invalid_json;  // a bad escape
         state.string(f, text);
         return Fast::done;
       }
@@ -395,7 +400,7 @@ struct LineParser::Impl {
   // Decodes the object `doc` (one line) into state.out. The caller checks what
   // follows the object. Doc: a document, or a document_reference of a stream.
   template <typename Doc>
-  ParseResult decode(Doc& doc, const char* line_end, LineState& state) {
+  ParseResult decode(const simdjson::ondemand::parser& parser, Doc& doc, const char* line_end, LineState& state) {
     simdjson::ondemand::object object;
     if (doc.get_object().get(object)) return invalid();
     std::array<Field, FieldPrediction::kMaxFields> order{};
@@ -412,7 +417,7 @@ struct LineParser::Impl {
       if (position < order.size()) order[position] = f;
       ++position;
       if (f != Field::count_) {
-        const Fast fast = decode_fast(field.value(), f, state);
+        const Fast fast = decode_fast(parser, field.value(), f, state);
         if (fast == Fast::done) continue;
         if (fast == Fast::invalid_json) return invalid();
       }
@@ -469,6 +474,7 @@ struct LineParser::Impl {
 
   ParseResult parse_line(std::string_view line, TraceEvent& out) {
     prepare(out);
+    reserve_scratch(line.size());
     if (line.empty()) return LineState::bad(LineProblem::empty_line, Field::count_);
     LineState state(out, &stored);
     simdjson::ondemand::document doc;
@@ -478,7 +484,7 @@ struct LineParser::Impl {
     if (type != simdjson::ondemand::json_type::object) {
       return is_valid_json(doc, type) ? LineState::bad(LineProblem::not_an_object, Field::count_) : invalid();
     }
-    const ParseResult result = decode(doc, line.data() + line.size(), state);
+    const ParseResult result = decode(line_parser, doc, line.data() + line.size(), state);
     if (result.problem == LineProblem::invalid_json) return result;
     // Anything after the object ("{...}x", "{...}}") makes the line invalid,
     // whatever was wrong with the object itself.
@@ -526,8 +532,11 @@ struct LineParser::Impl {
     if (doc_result.error()) return false;
     simdjson::ondemand::document_reference& doc = doc_result.value_unsafe();
     prepare(out);
+    // The document may run past its line (then it is refused below): room
+    // for unescaping any string up to the batch's end.
+    reserve_scratch(batch.size() - line_start);
     LineState state(out, &stored);
-    result = decode(doc, line.data() + line.size(), state);
+    result = decode(stream_parser, doc, line.data() + line.size(), state);
     if (result.status == ParseResult::Status::bad) return false;  // parse_line() says why
     // The document must end with the line: the next one starts the next line.
     const char* next = nullptr;
