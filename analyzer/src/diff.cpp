@@ -121,7 +121,10 @@ std::optional<std::vector<SiteChange>> site_changes(const Json& base, const Json
 std::string signed_bytes(std::int64_t change) {
   if (change == 0) return "0 B";
   const std::uint64_t magnitude = change < 0 ? 0 - static_cast<std::uint64_t>(change) : static_cast<std::uint64_t>(change);
-  return (change < 0 ? "-" : "+") + format_bytes(magnitude);
+  // Appended rather than "-" + string: GCC 12 at -O3 warns (-Wrestrict) on that.
+  std::string text(1, change < 0 ? '-' : '+');
+  text += format_bytes(magnitude);
+  return text;
 }
 
 std::string value_text(const std::optional<std::uint64_t>& v, bool is_size) {
@@ -133,7 +136,8 @@ std::string value_text(const std::optional<std::uint64_t>& v, bool is_size) {
 std::string change_text(const DiffFigure& f) {
   if (!f.base || !f.next) return "n/a";
   const std::int64_t change = static_cast<std::int64_t>(*f.next - *f.base);
-  std::string text = f.is_size ? signed_bytes(change) : (change > 0 ? "+" : "") + std::to_string(change);
+  std::string text = f.is_size ? signed_bytes(change) : std::string(change > 0 ? "+" : "");
+  if (!f.is_size) text += std::to_string(change);
   if (change == 0) return text;
   if (*f.base == 0) return text + " (new)";
   char percent[32];
