@@ -2,9 +2,14 @@
 
 #include <pthread.h>
 
+#include <algorithm>
+
 #include "config.h"
 #include "diagnostics.h"
+#include "pool_glue.h"
+#include "pool_upstream.h"
 #include "real_cuda.h"
+#include "stacks/unwinder.h"
 
 namespace cumemtrace::preload {
 
@@ -13,25 +18,188 @@ thread_local int ReentryGuard::depth_ = 0;
 Recorder& recorder() {
   // Leaked on purpose: it must outlive every static destructor that might
   // still free device memory.
-  static Recorder* const instance = new Recorder(config(), &query_device_from_driver);
+  static Recorder* const instance = new Recorder(config(), &query_device_from_driver,
+                                                     native_stack_platform());
   return *instance;
 }
 
-void record_alloc_noexcept(const AllocationFacts& facts) noexcept {
+// Every note_* catches everything: out of host memory while recording, the
+// application's call still succeeded and its result must be returned; the
+// trace loses the event.
+
+void note_allocation(const AllocRequest& request, std::uintptr_t ptr, std::size_t size) noexcept {
   try {
-    recorder().on_alloc(facts);
+    // Asked after the real call: it made the context current (the runtime's
+    // device, or the context the program made current with the driver API).
+    // Exact also when a framework switches contexts with cuCtxSetCurrent,
+    // which a cache invalidated by cudaSetDevice would miss.
+    int dev = request.dev;
+    if (dev == kCurrentDevice) dev = current_device();
+    if (dev == kDeviceOfPointer) dev = device_of_pointer(ptr);
+    recorder().on_alloc({.api = request.api,
+                         .kind = request.kind,
+                         .dev = dev,
+                         .ptr = ptr,
+                         .size = size,
+                         .stream = request.stream,
+                         .context_bound = request.context_bound});
   } catch (...) {
-    // Out of host memory while recording: the application's allocation
-    // succeeded and must be returned; the trace loses this event.
   }
 }
 
-bool record_free_noexcept(const char* api, std::uintptr_t ptr,
-                          std::optional<std::uintptr_t> stream) noexcept {
+FreeOutcome note_free(const FreeFacts& facts) noexcept {
   try {
-    return recorder().on_free(api, ptr, stream);
+    return recorder().on_free(facts);
   } catch (...) {
-    return false;
+    return FreeOutcome::recorded;
+  }
+}
+
+void adjust_memory_info(std::size_t& free_bytes, std::size_t& total_bytes) noexcept {
+  if (!caching_pool()) return;
+  int dev = 0;
+  // Only a pool made already: asking for memory information makes none.
+  pool::DevicePool* pool = current_context_device(&dev) ? pool_of_device(dev) : nullptr;
+  if (!pool) return;
+  const pool::MemoryInfo info = pool->application_memory_info(free_bytes, total_bytes);
+  free_bytes = info.free;
+  total_bytes = info.total;
+}
+
+bool caching_pool() noexcept { return config().pool == Config::PoolMode::caching; }
+
+namespace {
+
+// The runtime's own context set-up on a thread with no current context: what
+// its cudaMalloc would have done before allocating (cudaFree(NULL) is the
+// documented idiom). Rare: once per thread that allocates first.
+void let_runtime_make_context(const void* runtime_function) {
+  using Free = int (*)(void*);
+  if (auto free_fn = reinterpret_cast<Free>(sibling_symbol(runtime_function, "cudaFree"))) free_fn(nullptr);
+}
+
+}  // namespace
+
+PoolAttempt pool_allocate(const AllocRequest& request) noexcept {
+  PoolAttempt attempt;
+  try {
+    int dev = 0;
+    pool::DevicePool* pool = current_device_pool(&dev);
+    if (!pool && request.runtime && !current_context()) {
+      let_runtime_make_context(request.runtime);
+      pool = current_device_pool(&dev);
+    }
+    if (!pool) return attempt;
+    const pool::Allocation a = request.stream ? pool->allocate_async(request.size, pool_stream(*request.stream))
+                                              : pool->allocate(request.size);
+    if (!a.ok()) {
+      attempt.oom = a.result.status == pool::UpstreamStatus::out_of_memory;
+      if (attempt.oom) attempt.report = a.oom;
+      return attempt;
+    }
+    // Pool memory is the pool's segments, allocated in the device's primary
+    // context: a reset of it frees stream-ordered blocks too.
+    recorder().on_alloc({.api = request.api,
+                         .kind = request.kind,
+                         .dev = dev,
+                         .ptr = a.ptr,
+                         .size = request.size,
+                         .stream = request.stream,
+                         .context_bound = true,
+                         .block = a.block});
+    sample_pool_if_due(dev);
+    attempt.ptr = a.ptr;
+  } catch (...) {
+    // Out of host memory while recording: the block is the application's.
+    // (Only the recorder can throw, after the pool succeeded.)
+  }
+  return attempt;
+}
+
+void note_pool_oom(const char* api, const pool::OomReport& report) noexcept {
+  try {
+    recorder().on_oom(api, report);
+  } catch (...) {
+  }
+}
+
+PoolRelease pool_release(const FreeFacts& facts) noexcept {
+  try {
+    if (facts.releases != Releases::device) return PoolRelease::not_pooled;
+    int dev = 0;
+    pool::DevicePool* pool = pool_owning(facts.ptr, &dev);
+    if (!pool) return PoolRelease::not_pooled;
+    // Recorded first: once the pool has the block back, another thread may
+    // be handed it and write its alloc.
+    note_free(facts);
+    const pool::FreeResult r = facts.stream ? pool->free_async(facts.ptr, pool_stream(*facts.stream))
+                                            : pool->free(facts.ptr);
+    switch (r.status) {
+      case pool::FreeStatus::ok:
+        sample_pool_if_due(dev);
+        return PoolRelease::freed;
+      case pool::FreeStatus::invalid_pointer: return PoolRelease::invalid;
+      case pool::FreeStatus::not_owned: break;
+    }
+    return PoolRelease::forward_only;
+  } catch (...) {
+    return PoolRelease::not_pooled;
+  }
+}
+
+void* not_a_device_pointer() noexcept {
+  static char host_byte;
+  return &host_byte;
+}
+
+void note_device_reset(const char* api, int dev) noexcept {
+  try {
+    recorder().on_device_reset(api, dev);
+  } catch (...) {
+  }
+}
+
+void note_device_reset_done(int dev) noexcept {
+  try {
+    pool_device_reset(dev);
+  } catch (...) {
+  }
+}
+
+void note_stream_destroyed(std::uintptr_t stream) noexcept {
+  if (!caching_pool()) return;
+  for_each_pool([](pool::DevicePool& pool, void* s) { pool.stream_destroyed(*static_cast<std::uintptr_t*>(s)); },
+                &stream);
+}
+
+std::uint64_t sync_ticket_for(void* ctx) noexcept {
+  if (!caching_pool()) return 0;
+  pool::DevicePool* pool = pool_of_context(ctx);
+  return pool ? pool->sync_ticket() : 0;
+}
+
+void note_synchronized(void* ctx, std::uint64_t ticket) noexcept {
+  if (pool::DevicePool* pool = pool_of_context(ctx)) pool->device_synchronized(ticket);
+}
+
+void note_vmm_retain(std::uint64_t handle) noexcept {
+  try {
+    recorder().on_vmm_retain(handle);
+  } catch (...) {
+  }
+}
+
+void note_map(const char* api, std::uintptr_t ptr, std::size_t size, std::uint64_t handle) noexcept {
+  try {
+    recorder().on_map(api, ptr, size, handle, current_device());
+  } catch (...) {
+  }
+}
+
+void note_unmap(std::uintptr_t ptr, std::size_t size) noexcept {
+  try {
+    recorder().on_unmap(ptr, size);
+  } catch (...) {
   }
 }
 

@@ -1,16 +1,28 @@
-// The allocations the application holds right now, keyed by pointer, so a
-// free can be matched to its alloc (its size, device and kind) without any
-// state in the reader. Sharded by address: threads that free different
-// pointers rarely meet on a lock, and there is no global lock.
+// What the application holds right now, so a free can be matched to its
+// alloc (size, device, kind) without any state in the reader:
+//  - LiveTable: device, managed and pinned host allocations, keyed by
+//    pointer. Sharded by address: threads that free different pointers
+//    rarely meet on a lock, and there is no global lock. Each shard also
+//    remembers its most recently freed pointers (a bounded set), so a second
+//    free of one of them is told apart from a pointer never seen.
+//  - VmmHandles: physical allocations from cuMemCreate, keyed by handle,
+//    with their reference count (cuMemRetainAllocationHandle adds one).
+//  - MappedRanges: the virtual ranges cuMemMap made usable.
+// VMM calls are rare (a few per segment), so the last two take one mutex.
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <deque>
+#include <map>
 #include <mutex>
 #include <optional>
 #include <unordered_map>
+#include <utility>
+#include <vector>
 
 #include "cumemtrace/trace_format.h"
 
@@ -20,36 +32,109 @@ struct LiveAllocation {
   std::size_t size = 0;
   int dev = 0;
   format::MemoryKind kind = format::MemoryKind::device;
+  // False for stream-ordered memory (cudaMallocAsync, cuMemAllocFromPoolAsync,
+  // ...): it belongs to a memory pool, not to a context, so a device or
+  // primary-context reset does not free it (cudaDeviceReset / cuCtxDestroy
+  // notes, CUDA 13 documentation).
+  bool context_bound = true;
+  // Served by our caching pool: its memory is a block of a pool segment, so
+  // its free has no segment twin (the pool reports segments itself).
+  bool pooled = false;
+};
+
+// Which kinds of memory a free function gives back.
+enum class FreeFamily : std::uint8_t {
+  device,       // cudaFree, cuMemFree*, cudaFreeAsync, cuMemFreeAsync: device and managed
+  host_pinned,  // cudaFreeHost, cuMemFreeHost
+  any,          // whatever is live there (a free the real library accepted after all)
+};
+
+inline bool frees_kind(FreeFamily family, format::MemoryKind kind) {
+  switch (family) {
+    case FreeFamily::device:
+      return kind == format::MemoryKind::device || kind == format::MemoryKind::managed;
+    case FreeFamily::host_pinned:
+      return kind == format::MemoryKind::host_pinned;
+    case FreeFamily::any:
+      return true;
+  }
+  return false;
+}
+
+enum class TakeResult : std::uint8_t {
+  taken,         // it was live; it is not any more
+  unknown,       // never seen (or forgotten long ago)
+  freed_before,  // among the recently freed: a double free
+  other_kind,    // live, but not memory this free function gives back; left in place
 };
 
 class LiveTable {
  public:
   // A pointer that is already live had its free go through a route we did
-  // not see: the new allocation replaces it.
+  // not see: the new allocation replaces it. A recently freed pointer that
+  // is handed out again is no longer "recently freed".
   void insert(std::uintptr_t ptr, const LiveAllocation& a) {
     Shard& s = shard(ptr);
     std::scoped_lock lock(s.mutex);
-    auto [it, inserted] = s.map.try_emplace(ptr, a);
-    if (inserted) {
-      count_.fetch_add(1, std::memory_order_relaxed);
+    auto [it, inserted] = s.map.try_emplace(ptr, Entry{a, true, 0});
+    if (!inserted) {
+      if (it->second.live) {
+        bytes_.fetch_sub(it->second.allocation.size, std::memory_order_relaxed);
+      } else {
+        count_.fetch_add(1, std::memory_order_relaxed);
+      }
+      it->second = Entry{a, true, 0};
     } else {
-      bytes_.fetch_sub(it->second.size, std::memory_order_relaxed);
-      it->second = a;
+      count_.fetch_add(1, std::memory_order_relaxed);
     }
     bytes_.fetch_add(a.size, std::memory_order_relaxed);
   }
 
-  // Removes and returns the allocation at `ptr`, if the table holds it.
-  std::optional<LiveAllocation> take(std::uintptr_t ptr) {
+  struct Taken {
+    TakeResult result = TakeResult::unknown;
+    LiveAllocation allocation;  // valid when taken or other_kind
+  };
+
+  // Removes the allocation at `ptr` if it is live and `family` frees its kind.
+  Taken take(std::uintptr_t ptr, FreeFamily family) {
     Shard& s = shard(ptr);
     std::scoped_lock lock(s.mutex);
     auto it = s.map.find(ptr);
-    if (it == s.map.end()) return std::nullopt;
-    LiveAllocation a = it->second;
-    s.map.erase(it);
+    if (it == s.map.end()) return {TakeResult::unknown, {}};
+    Entry& e = it->second;
+    if (!e.live) return {TakeResult::freed_before, {}};
+    if (!frees_kind(family, e.allocation.kind)) return {TakeResult::other_kind, e.allocation};
+    e.live = false;
+    e.serial = ++s.serial;
+    remember_freed(s, ptr, e.serial);
     count_.fetch_sub(1, std::memory_order_relaxed);
-    bytes_.fetch_sub(a.size, std::memory_order_relaxed);
-    return a;
+    bytes_.fetch_sub(e.allocation.size, std::memory_order_relaxed);
+    return {TakeResult::taken, e.allocation};
+  }
+
+  // Removes every context-bound allocation on `dev` (a device reset freed
+  // them) and returns them, ordered by address.
+  std::vector<std::pair<std::uintptr_t, LiveAllocation>> take_device(int dev) {
+    std::vector<std::pair<std::uintptr_t, LiveAllocation>> dropped;
+    for (Shard& s : shards_) {
+      std::scoped_lock lock(s.mutex);
+      for (auto it = s.map.begin(); it != s.map.end();) {
+        const Entry& e = it->second;
+        if (e.live && e.allocation.dev == dev && e.allocation.context_bound) {
+          dropped.emplace_back(it->first, e.allocation);
+          count_.fetch_sub(1, std::memory_order_relaxed);
+          bytes_.fetch_sub(e.allocation.size, std::memory_order_relaxed);
+          // Erased, not remembered: freeing it later is a use after reset,
+          // reported as an unknown pointer.
+          it = s.map.erase(it);
+        } else {
+          ++it;
+        }
+      }
+    }
+    std::sort(dropped.begin(), dropped.end(),
+              [](const auto& a, const auto& b) { return a.first < b.first; });
+    return dropped;
   }
 
   std::uint64_t count() const { return count_.load(std::memory_order_relaxed); }
@@ -57,11 +142,38 @@ class LiveTable {
 
  private:
   static constexpr std::size_t kShards = 64;
+  // Recently freed pointers remembered per shard (2,048 in all): enough to
+  // catch the double frees that happen close together, bounded in memory.
+  static constexpr std::size_t kRecentPerShard = 32;
+
+  struct Entry {
+    LiveAllocation allocation;
+    bool live = true;
+    std::uint64_t serial = 0;  // which free made it a tombstone
+  };
 
   struct alignas(64) Shard {
     std::mutex mutex;
-    std::unordered_map<std::uintptr_t, LiveAllocation> map;
+    std::unordered_map<std::uintptr_t, Entry> map;
+    // A ring of (pointer, serial) of the latest frees; the oldest tombstone is
+    // erased when it falls out, unless the pointer was allocated again since
+    // (its serial then no longer matches).
+    std::array<std::pair<std::uintptr_t, std::uint64_t>, kRecentPerShard> recent{};
+    std::size_t next = 0;
+    std::uint64_t serial = 0;
   };
+
+  static void remember_freed(Shard& s, std::uintptr_t ptr, std::uint64_t serial) {
+    auto& slot = s.recent[s.next];
+    if (slot.second != 0) {
+      auto old = s.map.find(slot.first);
+      if (old != s.map.end() && !old->second.live && old->second.serial == slot.second) {
+        s.map.erase(old);
+      }
+    }
+    slot = {ptr, serial};
+    s.next = (s.next + 1) % kRecentPerShard;
+  }
 
   Shard& shard(std::uintptr_t ptr) {
     // Device pointers are at least 256-byte aligned: drop the low bits, then
@@ -74,6 +186,118 @@ class LiveTable {
   std::array<Shard, kShards> shards_;
   std::atomic<std::uint64_t> count_{0};
   std::atomic<std::uint64_t> bytes_{0};
+};
+
+// Physical memory from cuMemCreate, by handle. A handle is released when
+// every reference (cuMemCreate, each cuMemRetainAllocationHandle) has been
+// given back with cuMemRelease.
+class VmmHandles {
+ public:
+  struct Handle {
+    std::size_t size = 0;
+    int dev = 0;
+    int refs = 1;
+  };
+
+  void create(std::uint64_t handle, std::size_t size, int dev) {
+    std::scoped_lock lock(mutex_);
+    forget_recent(handle);
+    handles_[handle] = Handle{size, dev, 1};
+  }
+
+  // cuMemRetainAllocationHandle returned `handle` once more.
+  void retain(std::uint64_t handle) {
+    std::scoped_lock lock(mutex_);
+    if (auto it = handles_.find(handle); it != handles_.end()) ++it->second.refs;
+  }
+
+  struct Released {
+    TakeResult result = TakeResult::unknown;
+    bool last = false;  // the final reference: the application gave the memory back
+    Handle handle;
+  };
+
+  Released release(std::uint64_t handle) {
+    std::scoped_lock lock(mutex_);
+    auto it = handles_.find(handle);
+    if (it == handles_.end()) {
+      const bool seen = std::find(recent_.begin(), recent_.end(), handle) != recent_.end();
+      return {seen ? TakeResult::freed_before : TakeResult::unknown, false, {}};
+    }
+    Released r{TakeResult::taken, --it->second.refs == 0, it->second};
+    if (r.last) {
+      handles_.erase(it);
+      recent_.push_back(handle);
+      if (recent_.size() > kRecent) recent_.pop_front();
+    }
+    return r;
+  }
+
+  std::optional<Handle> find(std::uint64_t handle) const {
+    std::scoped_lock lock(mutex_);
+    auto it = handles_.find(handle);
+    if (it == handles_.end()) return std::nullopt;
+    return it->second;
+  }
+
+  std::uint64_t count() const {
+    std::scoped_lock lock(mutex_);
+    return handles_.size();
+  }
+  std::uint64_t bytes() const {
+    std::scoped_lock lock(mutex_);
+    std::uint64_t total = 0;
+    for (const auto& [h, v] : handles_) total += v.size;
+    return total;
+  }
+
+ private:
+  static constexpr std::size_t kRecent = 256;
+
+  void forget_recent(std::uint64_t handle) {
+    // The driver may hand a released handle value out again.
+    recent_.erase(std::remove(recent_.begin(), recent_.end(), handle), recent_.end());
+  }
+
+  mutable std::mutex mutex_;
+  std::unordered_map<std::uint64_t, Handle> handles_;
+  std::deque<std::uint64_t> recent_;
+};
+
+// Virtual ranges backed by physical memory (cuMemMap), by base address.
+class MappedRanges {
+ public:
+  struct Range {
+    std::size_t size = 0;
+    int dev = 0;
+  };
+
+  void map(std::uintptr_t ptr, std::size_t size, int dev) {
+    std::scoped_lock lock(mutex_);
+    ranges_[ptr] = Range{size, dev};
+  }
+
+  // Removes and returns every mapped range lying wholly in [ptr, ptr + size)
+  // (cuMemUnmap of whole mappings; cuMemAddressFree of a reservation). One
+  // only partly covered stays: the driver refuses to unmap part of a mapping.
+  std::vector<std::pair<std::uintptr_t, Range>> unmap(std::uintptr_t ptr, std::size_t size) {
+    std::vector<std::pair<std::uintptr_t, Range>> removed;
+    std::scoped_lock lock(mutex_);
+    const std::uintptr_t end = size > UINTPTR_MAX - ptr ? UINTPTR_MAX : ptr + size;
+    for (auto it = ranges_.lower_bound(ptr); it != ranges_.end() && it->first < end;) {
+      if (it->second.size <= end - it->first) {
+        removed.emplace_back(*it);
+        it = ranges_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+    return removed;
+  }
+
+ private:
+  std::mutex mutex_;
+  std::map<std::uintptr_t, Range> ranges_;
 };
 
 }  // namespace cumemtrace::preload

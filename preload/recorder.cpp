@@ -39,13 +39,34 @@ void append_common(LineBuffer& body, const char* api, format::MemoryKind kind, i
       .field("size", size);
 }
 
+FreeFamily family_of(Releases r) {
+  switch (r) {
+    case Releases::host_pinned: return FreeFamily::host_pinned;
+    case Releases::any_kind: return FreeFamily::any;
+    case Releases::device:
+    case Releases::vmm_handle: break;
+  }
+  return FreeFamily::device;
+}
+
+FreeOutcome outcome_of(TakeResult r) {
+  switch (r) {
+    case TakeResult::taken: return FreeOutcome::recorded;
+    case TakeResult::freed_before: return FreeOutcome::double_free;
+    case TakeResult::other_kind: return FreeOutcome::other_kind;
+    case TakeResult::unknown: break;
+  }
+  return FreeOutcome::unknown_pointer;
+}
+
 }  // namespace
 
-Recorder::Recorder(const Config& config, DeviceQuery query)
+Recorder::Recorder(const Config& config, DeviceQuery query, const StackPlatform& stacks)
     : config_(config),
       query_(query),
       start_unix_ns_(unix_now_ns()),
-      writer_(TraceWriter::monotonic_now_ns(), config.buffer_kb * 1024) {}
+      writer_(TraceWriter::monotonic_now_ns(), config.buffer_kb * 1024),
+      stacks_(config.stacks, stacks, writer_) {}
 
 bool Recorder::ensure_trace_open() {
   if (writer_.is_open()) return true;
@@ -88,7 +109,7 @@ void Recorder::write_header() {
     first = false;
   }
   header.ch(']');
-  header.field("start_unix_ns", start_unix_ns_).field_str("pool", "passthrough");
+  header.field("start_unix_ns", start_unix_ns_).field_plain("pool", pool_mode_name(config_.pool));
   header.key("config");
   append_config_json(header, config_);
   header.ch('}');
@@ -109,46 +130,200 @@ void Recorder::describe_device_once(int dev) {
 }
 
 void Recorder::on_alloc(const AllocationFacts& f) {
-  if (f.ptr == 0 || inert_.load(std::memory_order_relaxed)) return;
-  live_.insert(f.ptr, LiveAllocation{f.size, f.dev, f.kind});
+  if (inert_.load(std::memory_order_relaxed)) return;
+  const bool vmm = f.kind == format::MemoryKind::vmm;
+  if (vmm) {
+    vmm_.create(f.ptr, f.size, f.dev);
+  } else {
+    if (f.ptr == 0) return;
+    live_.insert(f.ptr, LiveAllocation{f.size, f.dev, f.kind, f.context_bound, f.block != 0});
+  }
   if (!ensure_trace_open()) return;
   describe_device_once(f.dev);
 
+  LineBuffer body;
+  append_common(body, f.api, f.kind, f.dev, f.ptr, f.size);
+  if (f.block != 0) body.field("block", f.block);
+  if (f.stream) body.field_hex("stream", *f.stream);
+  append_stack(body);
+  if (vmm || f.block != 0) {
+    // vmm: physical memory only, a segment when it is mapped. Pooled: the
+    // pool wrote its segment_alloc when it grew (on_segment_alloc).
+    writer_.emit(format::name(format::Event::alloc), body);
+    return;
+  }
   // Passthrough: the driver's memory is the application's block, so reserved
   // memory changed too, just before the application received it.
   LineBuffer segment;
   segment.field_i("dev", f.dev).field_hex("ptr", f.ptr).field("size", f.size).field_plain("api", f.api);
-  LineBuffer body;
-  append_common(body, f.api, f.kind, f.dev, f.ptr, f.size);
-  if (f.stream) body.field_hex("stream", *f.stream);
-  body.field("stack", 0);
   writer_.emit({{format::name(format::Event::segment_alloc), segment},
                 {format::name(format::Event::alloc), body}});
 }
 
-bool Recorder::on_free(const char* api, std::uintptr_t ptr, std::optional<std::uintptr_t> stream) {
-  if (inert_.load(std::memory_order_relaxed)) return false;
-  const auto a = live_.take(ptr);
-  if (!a) return false;
-  if (!ensure_trace_open()) return true;
-
+void Recorder::emit_free(const char* api, std::uintptr_t ptr, const LiveAllocation& a,
+                         std::optional<std::uintptr_t> stream) {
+  if (!ensure_trace_open()) return;
   LineBuffer body;
-  append_common(body, api, a->kind, a->dev, ptr, a->size);
+  append_common(body, api, a.kind, a.dev, ptr, a.size);
   if (stream) body.field_hex("stream", *stream);
-  body.field("stack", 0);
+  append_stack(body);
+  if (a.pooled) {
+    // The block goes back to the pool; its segment stays reserved.
+    writer_.emit(format::name(format::Event::free), body);
+    return;
+  }
   LineBuffer segment;
-  segment.field_i("dev", a->dev).field_hex("ptr", ptr).field("size", a->size);
+  segment.field_i("dev", a.dev).field_hex("ptr", ptr).field("size", a.size);
   writer_.emit({{format::name(format::Event::free), body},
                 {format::name(format::Event::segment_free), segment}});
-  return true;
+}
+
+FreeOutcome Recorder::on_free(const FreeFacts& f) {
+  if (inert_.load(std::memory_order_relaxed)) return FreeOutcome::recorded;
+  if (f.releases == Releases::vmm_handle) {
+    const auto r = vmm_.release(f.ptr);
+    const FreeOutcome outcome = outcome_of(r.result);
+    if (outcome != FreeOutcome::recorded) {
+      on_error(f.api, f.ptr, outcome == FreeOutcome::double_free ? "double_free" : "unknown_pointer");
+      return outcome;
+    }
+    // Still referenced (cuMemRetainAllocationHandle): not given back yet.
+    if (!r.last || !ensure_trace_open()) return outcome;
+    LineBuffer body;
+    append_common(body, f.api, format::MemoryKind::vmm, r.handle.dev, f.ptr, r.handle.size);
+    append_stack(body);
+    writer_.emit(format::name(format::Event::free), body);
+    return outcome;
+  }
+  const auto taken = live_.take(f.ptr, family_of(f.releases));
+  const FreeOutcome outcome = outcome_of(taken.result);
+  switch (outcome) {
+    case FreeOutcome::recorded:
+      emit_free(f.api, f.ptr, taken.allocation, f.stream);
+      break;
+    case FreeOutcome::unknown_pointer:
+      on_error(f.api, f.ptr, "unknown_pointer");
+      break;
+    case FreeOutcome::double_free:
+      on_error(f.api, f.ptr, "double_free");
+      break;
+    case FreeOutcome::other_kind:
+      break;
+  }
+  return outcome;
+}
+
+void Recorder::on_vmm_retain(std::uint64_t handle) {
+  if (inert_.load(std::memory_order_relaxed)) return;
+  vmm_.retain(handle);
+}
+
+void Recorder::on_map(const char* api, std::uintptr_t ptr, std::size_t size, std::uint64_t handle,
+                      int fallback_dev) {
+  if (inert_.load(std::memory_order_relaxed)) return;
+  const auto h = vmm_.find(handle);
+  const int dev = h ? h->dev : fallback_dev;
+  mapped_.map(ptr, size, dev);
+  if (!ensure_trace_open()) return;
+  describe_device_once(dev);
+  LineBuffer segment;
+  segment.field_i("dev", dev).field_hex("ptr", ptr).field("size", size).field_plain("api", api);
+  writer_.emit(format::name(format::Event::segment_alloc), segment);
+}
+
+void Recorder::on_unmap(std::uintptr_t ptr, std::size_t size) {
+  if (inert_.load(std::memory_order_relaxed)) return;
+  const auto removed = mapped_.unmap(ptr, size);
+  if (removed.empty() || !ensure_trace_open()) return;
+  for (const auto& [base, range] : removed) {
+    LineBuffer segment;
+    segment.field_i("dev", range.dev).field_hex("ptr", base).field("size", range.size);
+    writer_.emit(format::name(format::Event::segment_free), segment);
+  }
+}
+
+void Recorder::on_device_reset(const char* api, int dev) {
+  if (inert_.load(std::memory_order_relaxed)) return;
+  const auto dropped = live_.take_device(dev);
+  for (const auto& [ptr, allocation] : dropped) emit_free(api, ptr, allocation, std::nullopt);
+}
+
+void Recorder::on_error(const char* api, std::uintptr_t ptr, const char* what) {
+  if (inert_.load(std::memory_order_relaxed) || !ensure_trace_open()) return;
+  LineBuffer body;
+  body.field_i("tid", thread_id()).field_plain("api", api).field_hex("ptr", ptr).field_plain("what", what);
+  append_stack(body);
+  writer_.emit(format::name(format::Event::error), body);
+}
+
+void Recorder::on_segment_alloc(int dev, std::uintptr_t ptr, std::size_t size, const char* api) {
+  if (inert_.load(std::memory_order_relaxed) || !ensure_trace_open()) return;
+  describe_device_once(dev);
+  LineBuffer segment;
+  segment.field_i("dev", dev).field_hex("ptr", ptr).field("size", size).field_plain("api", api);
+  writer_.emit(format::name(format::Event::segment_alloc), segment);
+}
+
+void Recorder::on_segment_free(int dev, std::uintptr_t ptr, std::size_t size) {
+  if (inert_.load(std::memory_order_relaxed) || !ensure_trace_open()) return;
+  LineBuffer segment;
+  segment.field_i("dev", dev).field_hex("ptr", ptr).field("size", size);
+  writer_.emit(format::name(format::Event::segment_free), segment);
+}
+
+void Recorder::on_oom(const char* api, const pool::OomReport& r) {
+  if (inert_.load(std::memory_order_relaxed) || !ensure_trace_open()) return;
+  describe_device_once(r.device);
+  LineBuffer body;
+  body.field_i("tid", thread_id())
+      .field_plain("api", api)
+      .field_i("dev", r.device)
+      .field("size", r.size)
+      .field("block", r.block)
+      .field("allocated", r.allocated)
+      .field("reserved", r.reserved)
+      .field("cached_free", r.cached_free)
+      .field("largest_free", r.largest_free)
+      .field("device_free", r.device_free)
+      .field("device_total", r.device_total)
+      .field_plain("cause", pool::to_string(r.cause));
+  if (r.stream_ordered) body.field_hex("stream", r.stream);
+  append_stack(body);
+  writer_.emit(format::name(format::Event::oom), body);
+}
+
+void Recorder::on_pool_sample(int dev, const pool::PoolStats& s) {
+  if (inert_.load(std::memory_order_relaxed) || !ensure_trace_open()) return;
+  LineBuffer body;
+  body.field_i("dev", dev)
+      .field("allocated", s.allocated)
+      .field("reserved", s.reserved)
+      .field("cached_free", s.cached_free)
+      .field("largest_free", s.largest_free)
+      .field("free_blocks", s.free_blocks)
+      .field("inactive_split", s.inactive_split)
+      // Beyond TRACE_FORMAT.md's fields (readers skip unknown ones): what
+      // the application asked for (rounding waste) and what waits for a
+      // synchronisation before it can be reused.
+      .field("requested", s.requested)
+      .field("pending_free", s.pending_free);
+  writer_.emit(format::name(format::Event::pool), body);
+}
+
+void Recorder::on_mark(format::MarkKind kind, std::string_view name) {
+  if (inert_.load(std::memory_order_relaxed) || !ensure_trace_open()) return;
+  LineBuffer body;
+  body.field_i("tid", thread_id()).field_str("name", name).field_plain("kind", format::name(kind));
+  writer_.emit(format::name(format::Event::mark), body);
 }
 
 void Recorder::on_exit() {
   if (inert_.load(std::memory_order_relaxed) || !writer_.is_open()) return;
+  if (auto before_end = before_end_.load(std::memory_order_acquire)) before_end();
   LineBuffer end;
   end.field_str("reason", format::name(format::EndReason::exit))
-      .field("live", live_.count())
-      .field("live_bytes", live_.bytes())
+      .field("live", live_count())
+      .field("live_bytes", live_bytes())
       .field("dropped", writer_.dropped());
   writer_.finish(end);
 }

@@ -13,7 +13,10 @@ packages=(
   libgtest-dev libgmock-dev googletest
   libbenchmark-dev       # scripts/bench.sh
   libzstd-dev zstd       # .jsonl.zst traces
+  jq                     # scripts/pool-quality.sh reads replay --format json
   clang                  # libFuzzer for the reader's fuzz test
+  chromium               # the HTML report's browser tests (headless)
+  libpng-dev             # reading those tests' screenshots
 )
 
 missing=()

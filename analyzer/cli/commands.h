@@ -22,7 +22,7 @@ CLI::App* add_run_command(CLI::App& app, RunArgs& args);
 int run_command(const RunArgs& args);
 
 struct ReportArgs {
-  std::string trace;
+  std::vector<std::string> traces;  // several: one report with a per-process table
   std::string format = "text";
   std::string output;  // empty: standard output
 };
@@ -66,5 +66,37 @@ class RunCheck {
   explicit RunCheck(std::unique_ptr<State> state);
   std::unique_ptr<State> state_;
 };
+struct ImportTorchArgs {
+  std::string snapshot;
+  std::string output;
+};
+CLI::App* add_import_torch_command(CLI::App& app, ImportTorchArgs& args);
+int import_torch_command(const ImportTorchArgs& args);
+
+struct ReplayArgs {
+  std::string trace;
+  std::string pool_conf;  // empty: the pool's defaults; "pytorch": PyTorch's policy
+  std::string capacity;   // empty: the trace's device total, else unlimited
+  std::string format = "text";
+  std::string output;
+};
+CLI::App* add_replay_command(CLI::App& app, ReplayArgs& args);
+int replay_command(const ReplayArgs& args);
+struct TimelineArgs {
+  std::string trace;
+  std::string format = "csv";
+  std::size_t points = 0;  // 0: every change
+  std::string output;      // empty: standard output
+};
+CLI::App* add_timeline_command(CLI::App& app, TimelineArgs& args);
+int timeline_command(const TimelineArgs& args);
+
+struct ExportArgs {
+  std::string trace;
+  std::string format;
+  std::string output;  // empty: standard output
+};
+CLI::App* add_export_command(CLI::App& app, ExportArgs& args);
+int export_command(const ExportArgs& args);
 
 }  // namespace cumemtrace::cli

@@ -37,6 +37,14 @@ int main_checked(int argc, char** argv) {
   CLI::App* check = add_check_command(app, check_args);
   DiffArgs diff_args;
   CLI::App* diff = add_diff_command(app, diff_args);
+  ImportTorchArgs import_torch_args;
+  CLI::App* import_torch = add_import_torch_command(app, import_torch_args);
+  ReplayArgs replay_args;
+  CLI::App* replay = add_replay_command(app, replay_args);
+  TimelineArgs timeline_args;
+  CLI::App* timeline = add_timeline_command(app, timeline_args);
+  ExportArgs export_args;
+  CLI::App* export_cli = add_export_command(app, export_args);
 
   try {
     app.parse(argc, argv);
@@ -49,6 +57,10 @@ int main_checked(int argc, char** argv) {
   if (report->parsed()) return report_command(report_args);
   if (check->parsed()) return check_command(check_args);
   if (diff->parsed()) return diff_command(diff_args);
+  if (import_torch->parsed()) return import_torch_command(import_torch_args);
+  if (replay->parsed()) return replay_command(replay_args);
+  if (timeline->parsed()) return timeline_command(timeline_args);
+  if (export_cli->parsed()) return export_command(export_args);
   return kExitUsage;
 }
 

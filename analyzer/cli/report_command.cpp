@@ -1,11 +1,17 @@
-// `cumemtrace report TRACE`: peaks, counts and what was left live at the end.
+// `cumemtrace report TRACE...`: peaks and the phases they fell in, what was
+// live at the peak, leaks and growth leaks, fragmentation, out-of-memory
+// failures; with several traces, a per-process table and totals first.
 #include <spdlog/spdlog.h>
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <chrono>
+#include <optional>
 
 #include "commands.h"
 #include "cumemtrace/analyzer/analysis.h"
+#include "cumemtrace/analyzer/html_report.h"
+#include "cumemtrace/analyzer/multi_report.h"
 #include "cumemtrace/analyzer/report.h"
 #include "cumemtrace/analyzer/trace_reader.h"
 #include "exit_codes.h"
@@ -13,12 +19,69 @@
 
 namespace cumemtrace::cli {
 
+namespace {
+
+using analyzer::Analysis;
+using analyzer::TraceReader;
+using Json = nlohmann::ordered_json;
+
+struct OneReport {
+  Json json;
+  std::string text;
+};
+
+// Reads and analyses one trace; the reader and the analysis (the live set)
+// are released before the next trace is read.
+// `format` is text, json or html; the JSON report is also built when
+// `with_json` (the multi-trace table is made from it) and for HTML (the page
+// renders it).
+OneReport report_one(const std::string& path, const std::string& format, bool with_json) {
+  const bool want_json = with_json || format != "text";
+  const auto start = std::chrono::steady_clock::now();
+  analyzer::ReaderOptions options;
+  options.progress = true;  // on a terminal, for a long read
+  TraceReader reader(path, options);
+  Analysis analysis;
+  std::optional<analyzer::TimelineCollector> timeline;  // the HTML page's charts
+  if (format == "html") timeline.emplace(analyzer::html_timeline_options());
+  std::uint64_t events = 0;
+  while (const analyzer::TraceEvent* event = reader.next()) {
+    analysis.consume(*event);
+    if (timeline) timeline->consume(*event, analysis);
+    ++events;
+  }
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  const analyzer::ReaderStats& stats = reader.stats();
+  spdlog::debug("{}: read {} lines ({} bytes, {} events) in {:.3f} s: {:.2f} million events/s", path, stats.lines,
+                stats.bytes, events, seconds, seconds > 0 ? events / seconds / 1e6 : 0.0);
+  spdlog::debug("{} bad lines, {} unknown events, {} unknown fields, truncated: {}", stats.bad_lines,
+                stats.unknown_events, stats.unknown_fields, stats.truncated);
+  OneReport report;
+  if (want_json) report.json = analyzer::render_json_report(reader, analysis);
+  if (format == "text") report.text = analyzer::render_text_report(reader, analysis);
+  if (format == "html") report.text = analyzer::render_html_report(report.json, *timeline, path);
+  return report;
+}
+
+std::string dump(const Json& j) {
+  // Strings from a trace are valid UTF-8, but the path comes from the
+  // command line: replace rather than fail on a bad byte.
+  return j.dump(2, ' ', false, Json::error_handler_t::replace) + "\n";
+}
+
+}  // namespace
+
 CLI::App* add_report_command(CLI::App& app, ReportArgs& args) {
-  CLI::App* report = app.add_subcommand("report", "Summarise a trace: peaks, counts, leaks");
-  report->add_option("trace", args.trace, "Trace file (.jsonl or .jsonl.zst; - for standard input)")
+  CLI::App* report = app.add_subcommand(
+      "report", "Summarise traces: peaks and their phases, what was live at the peak, leaks, growth, "
+                "fragmentation, out-of-memory failures");
+  report
+      ->add_option("trace", args.traces,
+                   "Trace files (.jsonl or .jsonl.zst; - for standard input); several give one report with a "
+                   "per-process table (ranks, children)")
       ->required();
   report->add_option("--format", args.format, "Output format")
-      ->check(CLI::IsMember({"text", "json"}))
+      ->check(CLI::IsMember({"text", "json", "html"}))
       ->capture_default_str();
   report->add_option("-o,--output", args.output, "Write the report to this file instead of stdout");
   return report;
@@ -26,32 +89,33 @@ CLI::App* add_report_command(CLI::App& app, ReportArgs& args) {
 
 int report_command(const ReportArgs& args) {
   using namespace cumemtrace::analyzer;
+  if (std::count(args.traces.begin(), args.traces.end(), "-") > 1) {
+    spdlog::error("standard input (-) can be read only once");
+    return kExitUsage;
+  }
+  const bool json = args.format == "json";
+  const bool several = args.traces.size() > 1;
+  if (several && args.format == "html") {
+    spdlog::error("an HTML report shows one trace; give one trace, or use --format text|json for several");
+    return kExitUsage;
+  }
   try {
-    const auto start = std::chrono::steady_clock::now();
-    ReaderOptions options;
-    options.progress = true;
-    TraceReader reader(args.trace, options);
-    Analysis analysis;
-    std::uint64_t events = 0;
-    while (const TraceEvent* event = reader.next()) {
-      analysis.consume(*event);
-      ++events;
-    }
-    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    const ReaderStats& stats = reader.stats();
-    spdlog::debug("read {} lines ({} bytes, {} events) in {:.3f} s: {:.2f} million events/s", stats.lines,
-                  stats.bytes, events, seconds, seconds > 0 ? events / seconds / 1e6 : 0.0);
-    spdlog::debug("{} bad lines, {} unknown events, {} unknown fields, truncated: {}", stats.bad_lines,
-                  stats.unknown_events, stats.unknown_fields, stats.truncated);
-
     std::string text;
-    if (args.format == "json") {
-      // Strings from a trace are valid UTF-8, but the path comes from the
-      // command line: replace rather than fail on a bad byte.
-      text = render_json_report(reader, analysis).dump(2, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
-      text += '\n';
+    if (!several) {
+      OneReport one = report_one(args.traces.front(), args.format, false);
+      text = json ? dump(one.json) : std::move(one.text);
     } else {
-      text = render_text_report(reader, analysis);
+      std::vector<Json> reports;
+      std::vector<std::string> texts;
+      std::vector<ProcessRow> rows;
+      for (const std::string& path : args.traces) {
+        OneReport one = report_one(path, args.format, true);  // the table comes from the JSON
+        rows.push_back(process_row(one.json));
+        reports.push_back(std::move(one.json));
+        texts.push_back(std::move(one.text));
+      }
+      label_processes(rows);
+      text = json ? dump(render_json_multi(rows, std::move(reports))) : render_text_multi(rows, texts);
     }
     if (std::string error = write_output(args.output, text); !error.empty()) {
       spdlog::error("{}", error);

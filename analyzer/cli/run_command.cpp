@@ -204,6 +204,9 @@ CLI::App* add_run_command(CLI::App& app, RunArgs& args) {
 int run_command(const RunArgs& args) {
   const std::optional<std::string> library = find_preload_library();
   if (!library || !add_to_ld_preload(*library)) return kExitUsage;
+  // NVTX v3 loads this tool library on the program's first NVTX call, so
+  // NVTX ranges become `mark` events. A tool the user named already wins.
+  ::setenv("NVTX_INJECTION64_PATH", library->c_str(), 0);
   if (!args.output.empty()) ::setenv(format::kEnvOutput, args.output.c_str(), 1);
   std::unique_ptr<RunCheck> check;
   if (!args.check.empty() && !(check = RunCheck::prepare(args.check, output_template(args)))) return kExitUsage;

@@ -75,45 +75,154 @@ void Analysis::consume(const TraceEvent& e) {
       d.total_bytes = e.total;
       break;
     }
-    case Event::oom:
-      ++device(e.dev).memory.ooms;
-      ++total_.ooms;
-      break;
-    case Event::error: ++errors_; break;
-    // Phases (mark), pool samples and the end line: for later analyses.
+    case Event::oom: on_oom(e); break;
+    case Event::error: on_error(e); break;
+    case Event::mark: on_mark(e); break;
+    case Event::pool: on_pool(e); break;
     case Event::header:
-    case Event::pool:
-    case Event::mark:
     case Event::end:
     case Event::unknown: break;
   }
 }
 
+PhaseClock Analysis::phase_clock() const {
+  return PhaseClock{last_t_, total_.allocated.current, total_.reserved.current, total_.allocs, total_.frees};
+}
+
+void Analysis::note_peak_phase(PeakPhase& phase, std::uint64_t tid) const {
+  const PhaseRecord* range = phases_.current(tid);
+  if (range == nullptr) {
+    if (phase.range != kNoRange) {
+      phase.range = kNoRange;
+      phase.path.clear();
+    }
+  } else if (range->serial != phase.range) {  // copy the path only when the phase changed
+    phase.range = range->serial;
+    phase.path = range->path;
+  }
+}
+
+namespace {
+// While reserved stands at its peak, remember the most that was allocated.
+void note_reserved_peak_occupancy(MemoryTotals& m) {
+  if (m.reserved.current == m.reserved.peak && m.allocated.current > m.allocated_at_reserved_peak) {
+    m.allocated_at_reserved_peak = m.allocated.current;
+  }
+}
+
+PoolSample pool_sample(const TraceEvent& e) {
+  return PoolSample{e.t, e.allocated, e.reserved, e.cached_free, e.largest_free, e.inactive_split};
+}
+}  // namespace
+
+void Analysis::release(const LiveAllocation& a, DeviceInfo& d) {
+  d.memory.allocated.remove(a.size);
+  --d.memory.live_allocations;
+  total_.allocated.remove(a.size);
+  --total_.live_allocations;
+  if (a.block != 0) {
+    d.memory.live_requested -= a.size;
+    d.memory.live_blocks -= a.block;
+    total_.live_requested -= a.size;
+    total_.live_blocks -= a.block;
+  }
+  growth_.before_change(a.site, sites_[a.site], -static_cast<std::int64_t>(a.size), false);
+  sites_.remove(a.site, a.size);
+}
+
+void Analysis::on_mark(const TraceEvent& e) {
+  phases_.on_mark(e.tid, e.name, e.kind, phase_clock());
+  growth_.on_mark(e.name, e.kind);
+}
+
+void Analysis::on_pool(const TraceEvent& e) {
+  const MemoryTotals& m = device(e.dev).memory;
+  fragmentation_.on_pool(e.dev, pool_sample(e), m.live_requested, m.live_blocks);
+}
+
+void Analysis::on_oom(const TraceEvent& e) {
+  DeviceInfo& d = device(e.dev);
+  ++d.memory.ooms;
+  ++total_.ooms;
+  fragmentation_.on_oom(e.dev, pool_sample(e), d.memory.live_requested, d.memory.live_blocks);
+  if (oom_records_.size() >= kMaxOomRecords) return;
+  OomRecord r;
+  r.t = e.t;
+  r.tid = e.tid;
+  r.dev = e.dev;
+  r.api = e.api;
+  r.size = e.size;
+  r.block = e.block;
+  r.allocated = e.allocated;
+  r.reserved = e.reserved;
+  r.cached_free = e.cached_free;
+  r.largest_free = e.largest_free;
+  r.device_free = e.device_free;
+  r.device_total = e.device_total;
+  r.cause = e.cause;
+  r.stack = e.stack;
+  if (const PhaseRecord* range = phases_.current(e.tid)) r.phase = range->path;
+  oom_records_.push_back(std::move(r));
+}
+
+void Analysis::on_error(const TraceEvent& e) {
+  ++errors_;
+  const std::string_view what = e.what.empty() ? std::string_view("unspecified") : e.what;
+  for (auto& [name, count] : errors_by_what_) {
+    if (name == what) {
+      ++count;
+      return;
+    }
+  }
+  // Past this many kinds (garbage input) the rest share one entry.
+  if (errors_by_what_.size() + 1 >= kMaxErrorKinds) {
+    if (errors_by_what_.size() + 1 == kMaxErrorKinds) errors_by_what_.emplace_back("(other)", 0);
+    ++errors_by_what_.back().second;
+    return;
+  }
+  errors_by_what_.emplace_back(std::string(what), 1);
+}
+
 void Analysis::on_alloc(const TraceEvent& e) {
-  const LiveAllocation allocation{e.size, e.t, e.stack, e.dev, intern_api(e.api), e.memory_kind};
-  // One probe of the live set, not a find() then an insert(): the hottest
-  // path of the analysis.
-  const auto [slot, inserted] = live_.find_or_insert(e.ptr, allocation);
-  if (!inserted) {
+  growth_.before_alloc(sites_, e.stack, e.size);  // may be an iteration boundary
+  if (LiveAllocation* stale = live_.find(e.ptr)) {
     // The same address handed out twice without a free in between: the free
     // was lost (dropped events). Count the old allocation as freed.
-    const LiveAllocation stale = *slot;
-    *slot = allocation;
-    DeviceInfo& old_device = device(stale.dev);
-    old_device.memory.allocated.remove(stale.size);
-    --old_device.memory.live_allocations;
-    total_.allocated.remove(stale.size);
-    --total_.live_allocations;
+    const LiveAllocation old = *stale;
+    DeviceInfo& old_device = device(old.dev);
+    release(old, old_device);
     ++old_device.memory.duplicate_allocs;
     ++total_.duplicate_allocs;
   }
   DeviceInfo& d = device(e.dev);
-  d.memory.allocated.add(e.size, e.t);  // std::map nodes never move
+  const std::uint32_t site = sites_.intern(e.stack);
+  growth_.before_change(site, sites_[site], static_cast<std::int64_t>(e.size), true);
+  sites_.add(site, e.size);
+  const std::uint64_t block = e.block.value_or(0);
+  live_.insert(e.ptr, LiveAllocation{e.size, e.t, e.stack, block, site, e.dev, intern_api(e.api), e.memory_kind});
+  if (d.memory.allocated.add(e.size, e.t)) note_peak_phase(d.memory.allocated_peak_phase, e.tid);
   ++d.memory.allocs;
   ++d.memory.live_allocations;
-  total_.allocated.add(e.size, e.t);
+  if (total_.allocated.add(e.size, e.t)) {
+    note_peak_phase(total_.allocated_peak_phase, e.tid);
+    sites_.snapshot_peak();
+  }
   ++total_.allocs;
   ++total_.live_allocations;
+  phases_.note_allocated(total_.allocated.current);
+  note_reserved_peak_occupancy(d.memory);
+  note_reserved_peak_occupancy(total_);
+  // Unused reserved memory is judged when memory is handed out (and at the
+  // pool's samples): right after a segment_alloc, or between a free and the
+  // release of its segment, it is high only for an instant.
+  fragmentation_.note_unused(e.dev, d.memory.allocated.current, d.memory.reserved.current, e.t);
+  if (block != 0) {
+    d.memory.live_requested += e.size;
+    d.memory.live_blocks += block;
+    total_.live_requested += e.size;
+    total_.live_blocks += block;
+    fragmentation_.note_rounding(e.dev, d.memory.live_requested, d.memory.live_blocks, e.t);
+  }
 }
 
 void Analysis::on_free(const TraceEvent& e) {
@@ -129,10 +238,7 @@ void Analysis::on_free(const TraceEvent& e) {
   // Account the free where the allocation was, with the size it was given.
   DeviceInfo& d = device(freed.dev);
   ++d.memory.frees;
-  d.memory.allocated.remove(freed.size);
-  --d.memory.live_allocations;
-  total_.allocated.remove(freed.size);
-  --total_.live_allocations;
+  release(freed, d);
 }
 
 void Analysis::on_segment_alloc(const TraceEvent& e) {
@@ -143,10 +249,17 @@ void Analysis::on_segment_alloc(const TraceEvent& e) {
   }
   segments_.insert(e.ptr, Segment{e.size, e.dev});
   DeviceInfo& d = device(e.dev);
-  d.memory.reserved.add(e.size, e.t);
+  if (d.memory.reserved.add(e.size, e.t)) {
+    note_peak_phase(d.memory.reserved_peak_phase, e.tid);
+    d.memory.allocated_at_reserved_peak = d.memory.allocated.current;
+  }
   ++d.memory.segment_allocs;
-  total_.reserved.add(e.size, e.t);
+  if (total_.reserved.add(e.size, e.t)) {
+    note_peak_phase(total_.reserved_peak_phase, e.tid);
+    total_.allocated_at_reserved_peak = total_.allocated.current;
+  }
   ++total_.segment_allocs;
+  phases_.note_reserved(total_.reserved.current);
 }
 
 void Analysis::on_segment_free(const TraceEvent& e) {

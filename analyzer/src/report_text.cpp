@@ -3,6 +3,8 @@
 
 #include "cumemtrace/analyzer/report.h"
 #include "cumemtrace/analyzer/units.h"
+#include "report_common.h"
+#include "report_text_sections.h"
 
 namespace cumemtrace::analyzer {
 
@@ -12,7 +14,61 @@ std::string format_hex(std::uint64_t value) {
   return text;
 }
 
+namespace detail {
+
+std::string bytes_exact(std::uint64_t bytes) {
+  if (bytes < 1024) return format_bytes(bytes);
+  return format_bytes(bytes) + " (" + std::to_string(bytes) + " bytes)";
+}
+
+std::string plural(std::uint64_t n, const char* one, const char* many) {
+  return std::to_string(n) + " " + (n == 1 ? one : many);
+}
+
+std::string peak_line(const Watermark& w, const PeakPhase& phase) {
+  if (w.peak == 0) return "0 B";
+  std::string line = bytes_exact(w.peak) + " at " + format_seconds(w.peak_t);
+  if (phase.range != kNoRange) line += " in phase '" + phase.path + "'";
+  return line;
+}
+
+void write_frames(std::ostringstream& out, const std::vector<OwnedFrame>& frames, std::size_t max_frames) {
+  for (std::size_t i = 0; i < frames.size() && i < max_frames; ++i) {
+    const OwnedFrame& f = frames[i];
+    out << "       #" << i << " " << (f.fn ? *f.fn : format_hex(f.ip));
+    if (!f.file.empty()) {
+      out << " at " << f.file;
+      if (f.line) out << ":" << *f.line;
+    }
+    if (!f.module.empty()) {
+      out << " (" << f.module;
+      if (f.off) out << "+" << format_hex(*f.off);
+      out << ")";
+    }
+    out << "\n";
+  }
+  if (frames.size() > max_frames) out << "       ... " << frames.size() - max_frames << " more frames\n";
+}
+
+void write_stack(std::ostringstream& out, const Analysis& analysis, std::uint64_t stack, std::size_t max_frames) {
+  if (stack == 0) return;
+  if (const std::vector<OwnedFrame>* frames = analysis.stacks().find(stack)) {
+    write_frames(out, *frames, max_frames);
+  } else {
+    out << "       (stack " << stack << " is not in the trace)\n";
+  }
+}
+
+std::string stack_name(std::uint64_t stack) {
+  return stack == 0 ? std::string("no stack captured") : "stack " + std::to_string(stack);
+}
+
+}  // namespace detail
+
 namespace {
+
+using detail::bytes_exact;
+using detail::plural;
 
 // Quotes an argument the way a shell would need it, so the command line
 // shown can be pasted back.
@@ -39,23 +95,9 @@ std::string program_line(const TraceHeader& h) {
   return line;
 }
 
-std::string bytes_exact(std::uint64_t bytes) {
-  if (bytes < 1024) return format_bytes(bytes);
-  return format_bytes(bytes) + " (" + std::to_string(bytes) + " bytes)";
-}
-
-std::string peak_line(const Watermark& w) {
-  if (w.peak == 0) return "0 B";
-  return bytes_exact(w.peak) + " at " + format_seconds(w.peak_t);
-}
-
-std::string plural(std::uint64_t n, const char* one, const char* many) {
-  return std::to_string(n) + " " + (n == 1 ? one : many);
-}
-
 void write_memory(std::ostringstream& out, const MemoryTotals& m) {
-  out << "  peak allocated:  " << peak_line(m.allocated) << "\n";
-  out << "  peak reserved:   " << peak_line(m.reserved) << "\n";
+  out << "  peak allocated:  " << detail::peak_line(m.allocated, m.allocated_peak_phase) << "\n";
+  out << "  peak reserved:   " << detail::peak_line(m.reserved, m.reserved_peak_phase) << "\n";
   out << "  allocations:     " << m.allocs;
   if (m.duplicate_allocs > 0) {
     out << " (" << m.duplicate_allocs << " reused a live address: their frees are missing)";
@@ -72,24 +114,6 @@ void write_memory(std::ostringstream& out, const MemoryTotals& m) {
       << bytes_exact(m.allocated.current) << "\n";
 }
 
-void write_frames(std::ostringstream& out, const std::vector<OwnedFrame>& frames, std::size_t max_frames) {
-  for (std::size_t i = 0; i < frames.size() && i < max_frames; ++i) {
-    const OwnedFrame& f = frames[i];
-    out << "       #" << i << " " << (f.fn ? *f.fn : format_hex(f.ip));
-    if (!f.file.empty()) {
-      out << " at " << f.file;
-      if (f.line) out << ":" << *f.line;
-    }
-    if (!f.module.empty()) {
-      out << " (" << f.module;
-      if (f.off) out << "+" << format_hex(*f.off);
-      out << ")";
-    }
-    out << "\n";
-  }
-  if (frames.size() > max_frames) out << "       ... " << frames.size() - max_frames << " more frames\n";
-}
-
 void write_leaks(std::ostringstream& out, const Analysis& analysis, const ReportOptions& options) {
   const MemoryTotals& total = analysis.total();
   if (total.live_allocations == 0) {
@@ -102,8 +126,7 @@ void write_leaks(std::ostringstream& out, const Analysis& analysis, const Report
   for (std::size_t i = 0; i < groups.size() && i < options.max_leak_groups; ++i) {
     const LeakGroup& g = groups[i];
     out << "  " << i + 1 << ". " << bytes_exact(g.bytes) << " in "
-        << plural(g.count, "allocation", "allocations") << ", "
-        << (g.stack == 0 ? std::string("no stack captured") : "stack " + std::to_string(g.stack)) << "\n";
+        << plural(g.count, "allocation", "allocations") << ", " << detail::stack_name(g.stack) << "\n";
     out << "       api ";
     for (std::size_t k = 0; k < g.apis.size(); ++k) out << (k ? ", " : "") << g.apis[k];
     out << "; kind ";
@@ -117,13 +140,7 @@ void write_leaks(std::ostringstream& out, const Analysis& analysis, const Report
           << format_seconds(e.t) << ")";
     }
     out << "\n";
-    if (g.stack != 0) {
-      if (const std::vector<OwnedFrame>* frames = analysis.stacks().find(g.stack)) {
-        write_frames(out, *frames, options.max_frames);
-      } else {
-        out << "       (stack " << g.stack << " is not in the trace)\n";
-      }
-    }
+    detail::write_stack(out, analysis, g.stack, options.max_frames);
   }
   if (groups.size() > options.max_leak_groups) {
     out << "  ... and " << plural(groups.size() - options.max_leak_groups, "more stack", "more stacks")
@@ -150,7 +167,10 @@ std::string render_text_report(const TraceReader& reader, const Analysis& analys
   }
   out << "\n";
 
-  out << "Total, all devices\n";
+  const GrowthResult growth = analysis.growth();
+  detail::write_summary(out, reader, analysis, growth, options);
+
+  out << "\nTotal, all devices\n";
   write_memory(out, analysis.total());
   for (const auto& [dev, info] : analysis.devices()) {
     out << "\nDevice " << dev;
@@ -158,16 +178,18 @@ std::string render_text_report(const TraceReader& reader, const Analysis& analys
     out << "\n";
     write_memory(out, info.memory);
   }
+  detail::write_top_at_peak(out, analysis, options);
+  detail::write_growth(out, analysis, growth, options);
   out << "\n";
   write_leaks(out, analysis, options);
+  detail::write_phases(out, analysis, options);
+  detail::write_fragmentation(out, analysis);
+  detail::write_ooms(out, reader, analysis, options);
+  detail::write_errors(out, analysis);
 
   if (stats.end && stats.end->dropped > 0) {
     out << "\nWARNING: the writer dropped " << plural(stats.end->dropped, "event", "events")
         << "; the figures above may be off.\n";
-  }
-  if (analysis.errors() > 0) {
-    out << "\nThe program misused the memory API " << plural(analysis.errors(), "time", "times")
-        << " (error events).\n";
   }
   if (stats.unknown_events > 0) {
     out << "\nSkipped " << plural(stats.unknown_events, "line", "lines")

@@ -30,6 +30,10 @@ enum class Event : std::uint8_t {
 // What kind of memory an alloc/free is about (the `kind` field).
 enum class MemoryKind : std::uint8_t { device, managed, host_pinned, vmm, unknown };
 
+// What a `mark` event marks (its `kind` field): a point in time, or the
+// start or end of an NVTX-like range.
+enum class MarkKind : std::uint8_t { instant, push, pop, unknown };
+
 // Why a trace ended (the `reason` field of `end`).
 enum class EndReason : std::uint8_t { exit, signal, exec, fork_child, unknown };
 
@@ -78,6 +82,23 @@ constexpr MemoryKind parse_memory_kind(std::string_view s) {
     if (name(k) == s) return k;
   }
   return MemoryKind::unknown;
+}
+
+constexpr std::string_view name(MarkKind k) {
+  switch (k) {
+    case MarkKind::instant: return "instant";
+    case MarkKind::push: return "push";
+    case MarkKind::pop: return "pop";
+    case MarkKind::unknown: break;
+  }
+  return "unknown";
+}
+
+constexpr MarkKind parse_mark_kind(std::string_view s) {
+  for (auto k : {MarkKind::instant, MarkKind::push, MarkKind::pop}) {
+    if (name(k) == s) return k;
+  }
+  return MarkKind::unknown;
 }
 
 constexpr std::string_view name(EndReason r) {

@@ -1,6 +1,9 @@
-// cudaDeviceReset destroys everything in the primary context: allocations
-// of every kind (capacity returns), streams and events (their handles become
-// invalid), and the device is usable again afterwards.
+// cudaDeviceReset destroys everything in the primary context: device,
+// managed and pinned host allocations (capacity returns), streams and events
+// (their handles become invalid), and the device is usable again afterwards.
+// Stream-ordered allocations belong to their memory pool, not to the
+// context, and survive ("cudaDeviceReset() will not destroy memory
+// allocations by cudaMallocAsync() and cudaMallocFromPoolAsync()", CUDA 13).
 // SIMCUDA_ASYNC_LATENCY_US=50000 so the reset meets pending work.
 #include <cuda_runtime_api.h>
 
@@ -25,12 +28,16 @@ int main() {
 
   SIM_RT_OK(cudaDeviceReset());
   SIM_RT_OK(cudaMemGetInfo(&f, &t));
-  SIM_CHECK(f == t);
+  SIM_CHECK(t - f == simtest::mib(16));  // only the stream-ordered one is left
   SIM_EXPECT_RT(cudaStreamSynchronize(s), cudaErrorInvalidResourceHandle);
   SIM_EXPECT_RT(cudaEventQuery(e), cudaErrorInvalidResourceHandle);
   SIM_EXPECT_RT(cudaFree(a), cudaErrorInvalidValue);
   SIM_EXPECT_RT(cudaFreeHost(h), cudaErrorInvalidValue);
   cudaGetLastError();
+  SIM_RT_OK(cudaFreeAsync(x, cudaStreamLegacy));
+  SIM_RT_OK(cudaDeviceSynchronize());
+  SIM_RT_OK(cudaMemGetInfo(&f, &t));
+  SIM_CHECK(f == t);
 
   // Usable again.
   void* b = nullptr;

@@ -5,3 +5,4 @@ install(TARGETS demo_training_loop DESTINATION ${CMAKE_INSTALL_LIBEXECDIR}/cumem
 cumemtrace_add_cuda_app(fork_child fork_child.cpp)
 cumemtrace_add_cuda_app(oom_semantics oom_semantics.cpp)
 cumemtrace_add_cuda_app(bench_malloc_free bench_malloc_free.cpp)
+cumemtrace_add_cuda_app(seeds_transformer seeds_transformer.cpp)

@@ -46,9 +46,15 @@ class KnownSequence : public ::testing::Test {
   void SetUp() override {
     trace_ = dir_ / "trace.jsonl";
     manifest_ = dir_ / "manifest.txt";
+    // Event by event without `stack` lines: stacks have their own tests
+    // (stacks_markers_test.cpp).
     const auto r = run_command({CUMEMTRACE_CLI, "run", "--output", trace_, "--",
                                 CUMEMTRACE_APPS_DIR "/known_sequence", manifest_},
-                               sim_environment());
+                               // Passthrough: the trace is the program's own calls, each
+                               // with its segment twin (pool_preload_test.cpp has caching);
+                               // no `stack` lines (stacks_markers_test.cpp has them).
+                               sim_environment({{"CUMEMTRACE_STACKS", "0"},
+                                                {"CUMEMTRACE_POOL", "passthrough"}}));
     ASSERT_EQ(r.exit_code, 0) << r.err;
   }
 

@@ -5,7 +5,11 @@ find_package(nlohmann_json 3 REQUIRED)
 add_executable(integration_tests
   integration_support.cpp
   known_sequence_test.cpp
-  launcher_test.cpp)
+  launcher_test.cpp
+  pool_preload_test.cpp
+  route_check.cpp
+  routes_test.cpp
+  stacks_markers_test.cpp)
 target_link_libraries(integration_tests PRIVATE cumemtrace_test_support cumemtrace_warnings cumemtrace_headers
   nlohmann_json::nlohmann_json GTest::gtest_main)
 target_compile_definitions(integration_tests PRIVATE
@@ -14,10 +18,15 @@ target_compile_definitions(integration_tests PRIVATE
   CUMEMTRACE_BUILD_DIR="${CMAKE_BINARY_DIR}"
   CUMEMTRACE_APPS_DIR="${CMAKE_BINARY_DIR}/tests/apps"
   SIMCUDA_LIBRARY_DIR="${SIMCUDA_LIBRARY_DIR}"
+  CUDA_TOOLKIT_LIBRARY_DIR="${CUDAToolkit_LIBRARY_DIR}"
   CMAKE_COMMAND="${CMAKE_COMMAND}")
 # The tests run these; make sure building the tests builds them.
 add_dependencies(integration_tests cumemtrace cumemtrace_preload known_sequence fork_child
-  oom_semantics
+  oom_semantics stack_sites stack_perf_map markers_app
+  route_runtime route_driver route_entry_points route_stream_ordered route_vmm route_semantics
+  route_devices route_threads route_framework route_static_runtime route_real_runtime_static
+  route_real_runtime_shared route_dlsym route_probe_local route_probe_early
+  pool_reuse_after_free pool_fragmentation pool_reset
   simcuda_runtime simcuda_driver)
 gtest_discover_tests(integration_tests TEST_PREFIX "integration." DISCOVERY_TIMEOUT 60
   PROPERTIES TIMEOUT 300)

@@ -64,6 +64,92 @@ TEST(Report, TextShowsPeaksLeaksAndTruncation) {
   EXPECT_NE(text.find("TRUNCATED: the trace was cut short after line 3"), std::string::npos) << text;
 }
 
+// A trace with marks, a stack, a pool sample, an OOM and an error event.
+std::string rich_trace() {
+  return testing::join_lines(
+      {testing::header_line(),
+       R"J({"ev":"stack","id":3,"frames":[{"ip":"0x10","fn":"grow()","module":"/bin/app","off":"0x10"},{"ip":"0x20","fn":null,"module":"/bin/app"}]})J",
+       R"J({"ev":"segment_alloc","t":10,"dev":0,"ptr":"0x100000","size":4096,"api":"cuMemAlloc_v2"})J",
+       R"J({"ev":"mark","t":20,"tid":7,"name":"step 1","kind":"push"})J", testing::alloc_line(30, "0x100000", 1000, 0, 3),
+       R"J({"ev":"mark","t":40,"tid":7,"name":"step 1","kind":"pop"})J",
+       R"J({"ev":"pool","t":50,"dev":0,"allocated":1000,"reserved":4096,"cached_free":3096,"largest_free":1024,"free_blocks":2,"inactive_split":0})J",
+       R"J({"ev":"oom","t":60,"tid":7,"api":"cudaMalloc","dev":0,"size":3000,"block":3072,"allocated":1000,"reserved":4096,"cached_free":3096,"largest_free":1024,"device_free":0,"device_total":4096,"cause":"fragmentation","stack":3})J",
+       R"J({"ev":"error","t":70,"tid":7,"api":"cudaFree","ptr":"0xdead","what":"double_free","stack":0})J",
+       testing::end_line(80)});
+}
+
+TEST(Report, JsonHasTheKeysOfReportFormat) {
+  TempDir tmp;
+  testing::write_file(tmp.path("t.jsonl"), rich_trace());
+  const nlohmann::ordered_json j = render(tmp.path("t.jsonl")).json;
+  EXPECT_EQ(j["report_version"], 1);
+  EXPECT_EQ(j["peak_allocated_phase"], "step 1");
+  EXPECT_TRUE(j["peak_reserved_phase"].is_null());
+  EXPECT_EQ(j["devices"]["0"]["peak_allocated_phase"], "step 1");
+  ASSERT_EQ(j["top_at_peak"].size(), 1u);
+  EXPECT_EQ(j["top_at_peak"][0]["bytes"], 1000);
+  EXPECT_EQ(j["top_at_peak"][0]["functions"], nlohmann::ordered_json({"grow()"}));
+  EXPECT_EQ(j["top_at_peak"][0]["frames"].size(), 2u);
+  EXPECT_EQ(j["leaks"][0]["functions"], nlohmann::ordered_json({"grow()"}));
+  ASSERT_EQ(j["phases"].size(), 1u);
+  EXPECT_EQ(j["phases"][0]["path"], "step 1");
+  EXPECT_EQ(j["phases"][0]["end_t"], 40);
+  EXPECT_EQ(j["phases"][0]["peak_allocated"], 1000);
+  EXPECT_EQ(j["iterations"]["source"], "none");
+  EXPECT_TRUE(j["growth"].is_array());
+  EXPECT_EQ(j["growth_bytes_per_iteration"], 0);
+  EXPECT_DOUBLE_EQ(j["fragmentation"]["at_peak_reserved"].get<double>(), 0.755859);  // 1 - 1000/4096
+  EXPECT_EQ(j["fragmentation"]["samples"], 2);
+  EXPECT_EQ(j["fragmentation"]["worst"]["cached_free_scattered"]["bytes"], 2072);
+  EXPECT_TRUE(j["fragmentation"]["worst"]["inactive_split_bytes"].is_null());
+  ASSERT_EQ(j["oom_events"].size(), 1u);
+  EXPECT_EQ(j["oom_events"][0]["cause"], "fragmentation");
+  EXPECT_EQ(j["oom_events"][0]["phase"], nullptr);
+  EXPECT_EQ(j["oom_events"][0]["functions"], nlohmann::ordered_json({"grow()"}));
+  EXPECT_EQ(j["oom_events"][0]["sentence"].get<std::string>().rfind("needed 2.93 KiB (rounded to 3.00 KiB) on device 0", 0), 0u);
+  EXPECT_EQ(j["error_events"]["double_free"], 1);
+}
+
+TEST(Report, TextAnswersInASummaryBeforeTheDetails) {
+  TempDir tmp;
+  testing::write_file(tmp.path("t.jsonl"), rich_trace());
+  const std::string text = render(tmp.path("t.jsonl")).text;
+  const std::size_t summary = text.find("Summary\n");
+  ASSERT_NE(summary, std::string::npos) << text;
+  EXPECT_LT(summary, text.find("Total, all devices"));
+  EXPECT_NE(text.find("  peak allocated:  1000 B at 0.000000 s in phase 'step 1'\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("  live at peak:    1000 B (100.0%) from grow()\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("  out of memory:   1 failure; the first needed"), std::string::npos) << text;
+  EXPECT_NE(text.find("  API misuse:      1 double_free\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("Out of memory: 1 failure\n  1. needed"), std::string::npos) << text;
+}
+
+TEST(Report, SeveralTracesGiveOneReportWithAProcessTable) {
+  TempDir tmp;
+  testing::write_file(tmp.path("job.rank0.jsonl"), rich_trace());
+  testing::write_file(tmp.path("job.rank1.jsonl"), testing::join_lines({testing::header_line(), testing::end_line(5)}));
+  const testing::CommandResult json = testing::run_command(
+      {testing::cli_path(), "report", tmp.path("job.rank0.jsonl"), tmp.path("job.rank1.jsonl"), "--format", "json"});
+  ASSERT_EQ(json.exit_code, 0) << json.err;
+  const nlohmann::ordered_json j = nlohmann::ordered_json::parse(json.out);
+  ASSERT_EQ(j["traces"].size(), 2u);
+  EXPECT_EQ(j["processes"][1]["rank"], 1);
+  EXPECT_EQ(j["totals"]["peak_allocated"], 1000);
+  EXPECT_EQ(j["totals"]["ooms"], 1);
+  const testing::CommandResult text =
+      testing::run_command({testing::cli_path(), "report", tmp.path("job.rank0.jsonl"), tmp.path("job.rank1.jsonl")});
+  ASSERT_EQ(text.exit_code, 0) << text.err;
+  EXPECT_NE(text.out.find("cumemtrace report: 2 traces\n"), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("(rank 1) ========"), std::string::npos) << text.out;
+
+  const testing::CommandResult twice = testing::run_command({testing::cli_path(), "report", "-", "-"});
+  EXPECT_EQ(twice.exit_code, 2);
+  EXPECT_NE(twice.err.find("standard input (-) can be read only once"), std::string::npos) << twice.err;
+  const testing::CommandResult missing =
+      testing::run_command({testing::cli_path(), "report", tmp.path("job.rank0.jsonl"), tmp.path("nope.jsonl")});
+  EXPECT_EQ(missing.exit_code, 2);
+}
+
 TEST(Report, CompleteTraceIsNotMarkedTruncated) {
   TempDir tmp;
   testing::write_file(tmp.path("t.jsonl"), testing::join_lines({testing::header_line(), testing::end_line(1)}));

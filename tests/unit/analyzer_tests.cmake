@@ -18,12 +18,21 @@ add_executable(analyzer_unit_tests
   analyzer_check_test.cpp
   analyzer_diff_test.cpp
   analyzer_cli_test.cpp
+  analyzer_export_test.cpp
+  analyzer_fragmentation_test.cpp
+  analyzer_growth_test.cpp
+  analyzer_html_test.cpp
   analyzer_line_parser_test.cpp
   analyzer_memory_test.cpp
+  analyzer_multi_report_test.cpp
+  analyzer_oom_test.cpp
+  analyzer_phases_test.cpp
   analyzer_progress_test.cpp
   analyzer_reader_test.cpp
   analyzer_report_test.cpp
-  analyzer_test_support.cpp)
+  analyzer_test_support.cpp
+  analyzer_timeline_test.cpp
+  analyzer_top_at_peak_test.cpp)
 target_link_libraries(analyzer_unit_tests PRIVATE
   cumemtrace_analysis cumemtrace_analysis_internal cumemtrace_test_support cumemtrace_warnings
   PkgConfig::ANALYZER_TEST_ZSTD nlohmann_json::nlohmann_json GTest::gtest_main)

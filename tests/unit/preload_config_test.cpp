@@ -100,6 +100,72 @@ TEST(Config, EchoIsValidJsonWithEveryOption) {
   const auto j = nlohmann::json::parse(b.view());
   EXPECT_EQ(j["output"], "a\"b.jsonl");
   EXPECT_EQ(j["buffer_kb"], 256);
+  EXPECT_EQ(j["stacks"], 32);
+}
+
+TEST(Config, StackDepthIsReadAndBadValuesWarnOnce) {
+  EXPECT_EQ(parse({}).config.stacks, 32u);
+  for (const auto& [text, depth] : {std::pair{"0", 0u}, {"4", 4u}, {"256", 256u}}) {
+    const auto p = parse({{"CUMEMTRACE_STACKS", text}});
+    EXPECT_EQ(p.config.stacks, depth);
+    EXPECT_EQ(p.warnings, "");
+  }
+  for (const char* bad : {"", "-1", "257", "deep", "8 ", "0x10", "99999999999999999999999"}) {
+    const auto p = parse({{"CUMEMTRACE_STACKS", bad}});
+    EXPECT_EQ(p.config.stacks, 32u) << "value '" << bad << "'";
+    EXPECT_NE(p.warnings.find("CUMEMTRACE_STACKS"), std::string::npos) << bad;
+    EXPECT_EQ(std::count(p.warnings.begin(), p.warnings.end(), '\n'), 1) << p.warnings;
+  }
+}
+
+TEST(Config, PoolOptionsDefaultToCachingEveryHundredMilliseconds) {
+  const auto p = parse({});
+  EXPECT_EQ(p.config.pool, Config::PoolMode::caching);
+  EXPECT_EQ(p.config.pool_sample_ms, 100u);
+  EXPECT_EQ(p.config.pool_config.segment_policy, cumemtrace::pool::SegmentPolicy::tight);
+}
+
+TEST(Config, PoolOptionsReadGoodValues) {
+  const auto p = parse({{"CUMEMTRACE_POOL", "passthrough"},
+                        {"CUMEMTRACE_POOL_CONF", "max_split_size_mb:128,expandable_segments:true"},
+                        {"CUMEMTRACE_POOL_SAMPLE_MS", "5"}});
+  EXPECT_EQ(p.warnings, "");
+  EXPECT_EQ(p.config.pool, Config::PoolMode::passthrough);
+  EXPECT_EQ(p.config.pool_config.max_split_size, std::size_t{128} << 20);
+  EXPECT_TRUE(p.config.pool_config.expandable_segments);
+  EXPECT_EQ(p.config.pool_sample_ms, 5u);
+}
+
+TEST(Config, BadPoolValuesWarnOnceEachAndKeepTheirDefaults) {
+  const auto mode = parse({{"CUMEMTRACE_POOL", "cached"}});
+  EXPECT_EQ(mode.config.pool, Config::PoolMode::caching);
+  EXPECT_NE(mode.warnings.find("CUMEMTRACE_POOL='cached'"), std::string::npos) << mode.warnings;
+  EXPECT_EQ(std::count(mode.warnings.begin(), mode.warnings.end(), '\n'), 1) << mode.warnings;
+
+  for (const char* bad : {"", "0", "x", "10ms", "3600001"}) {
+    const auto p = parse({{"CUMEMTRACE_POOL_SAMPLE_MS", bad}});
+    EXPECT_EQ(p.config.pool_sample_ms, 100u) << bad;
+    EXPECT_EQ(std::count(p.warnings.begin(), p.warnings.end(), '\n'), 1) << p.warnings;
+  }
+
+  // One warning per bad entry; the good entry still applies.
+  const auto conf = parse({{"CUMEMTRACE_POOL_CONF", "bogus:1,max_split_size_mb:64"}});
+  EXPECT_NE(conf.warnings.find("CUMEMTRACE_POOL_CONF"), std::string::npos);
+  EXPECT_NE(conf.warnings.find("bogus"), std::string::npos) << conf.warnings;
+  EXPECT_EQ(std::count(conf.warnings.begin(), conf.warnings.end(), '\n'), 1) << conf.warnings;
+  EXPECT_EQ(conf.config.pool_config.max_split_size, std::size_t{64} << 20);
+}
+
+TEST(Config, EchoNamesThePoolAndItsPolicy) {
+  const Config c = parse({{"CUMEMTRACE_POOL_CONF", "max_split_size_mb:128"}}).config;
+  cumemtrace::preload::LineBuffer b;
+  cumemtrace::preload::append_config_json(b, c);
+  const auto j = nlohmann::json::parse(b.view());
+  EXPECT_EQ(j["pool"], "caching");
+  EXPECT_EQ(j["pool_sample_ms"], 100);
+  EXPECT_EQ(j["max_split_size"], 128 << 20);
+  EXPECT_TRUE(j["release_threshold"].is_null());
+  EXPECT_EQ(j["expandable_segments"], false);
 }
 
 }  // namespace

@@ -1,11 +1,18 @@
 # Unit tests of the injected side's core (no CUDA): line building and
-# escaping, the option table, output naming, the writer and the recorder.
+# escaping, the option table, output naming, the writer and the recorder,
+# call-stack interning and naming, marker ranges.
 find_package(nlohmann_json 3 REQUIRED)
 add_executable(preload_unit_tests
   preload_line_buffer_test.cpp
   preload_config_test.cpp
   preload_output_path_test.cpp
-  preload_writer_test.cpp)
+  preload_recorder_test.cpp
+  preload_writer_test.cpp
+  preload_markers_test.cpp
+  preload_stack_naming_test.cpp
+  preload_stack_recorder_test.cpp
+  preload_stack_table_test.cpp)
 target_link_libraries(preload_unit_tests PRIVATE cumemtrace_core cumemtrace_warnings
+  cumemtrace_test_support
   nlohmann_json::nlohmann_json GTest::gtest_main)
 gtest_discover_tests(preload_unit_tests TEST_PREFIX "preload." DISCOVERY_TIMEOUT 60)

@@ -26,6 +26,10 @@ cumemtrace_golden_command(check_fail
   "check|normal_leak.jsonl|two_devices.jsonl|truncated.jsonl|--max-peak-allocated|1GiB|--max-leaked-bytes|4KiB|--max-ooms|0|--suppressions|known_leaks.supp")
 cumemtrace_golden_command(check_junit
   "check|normal_leak.jsonl|two_devices.jsonl|--max-peak-reserved|3GiB|--max-leaked-count|1|--junit|@OUTPUT@" junit.xml)
+cumemtrace_golden_command(check_growth
+  "check|training_loop.jsonl|--max-growth|1KiB|--max-fragmentation|50%|--max-leaked-bytes|16MiB")
+cumemtrace_golden_command(check_growth_suppressed
+  "check|training_loop.jsonl|--max-growth|1KiB|--max-leaked-bytes|16MiB|--suppressions|known_leaks.supp")
 cumemtrace_golden_command(check_bad_size "check|normal_leak.jsonl|--max-peak-allocated|2 gigabytes")
 cumemtrace_golden_command(diff_text "diff|normal_leak.jsonl|normal_leak_v2.jsonl")
 cumemtrace_golden_command(diff_json "diff|--format|json|normal_leak.jsonl|normal_leak_v2.jsonl")

@@ -214,7 +214,6 @@ void free_context_host(Context* ctx);
 
 // ---- vmm (drv_vmm.cpp) -----------------------------------------------------
 bool vmm_lookup(std::uintptr_t p, std::size_t len, PtrInfo* info);
-void vmm_release_context(Context* ctx);
 
 // ---- fork --------------------------------------------------------------------
 extern std::atomic<bool> g_forked_child;

@@ -105,7 +105,8 @@ void free_context_allocations(Context* ctx) {
   std::lock_guard<std::mutex> lk(d->mu);
   for (auto it = d->allocs.begin(); it != d->allocs.end();) {
     auto next = std::next(it);
-    if (it->second.ctx == ctx) release_locked(d, it);
+    // Pool (stream-ordered) memory outlives its context, see destroy_context_resources.
+    if (it->second.ctx == ctx && it->second.kind != AllocKind::Async) release_locked(d, it);
     it = next;
   }
 }

@@ -67,8 +67,11 @@ void destroy_context_resources(Context* ctx) {
   sync_context(ctx);
   stop_context_streams(ctx);
   drop_context_events(ctx);
+  // Stream-ordered and VMM allocations are not associated with a context:
+  // "cuCtxDestroy() will not destroy memory allocations by cuMemCreate(),
+  // cuMemAllocAsync() and cuMemAllocFromPoolAsync()", and cudaDeviceReset
+  // leaves those of cudaMallocAsync / cudaMallocFromPoolAsync (CUDA 13).
   free_context_allocations(ctx);
-  vmm_release_context(ctx);
   free_context_host(ctx);
   ctx->generation.fetch_add(1);
 }

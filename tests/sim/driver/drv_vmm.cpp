@@ -119,37 +119,6 @@ bool vmm_lookup(std::uintptr_t p, std::size_t len, PtrInfo* info) {
   return true;
 }
 
-void vmm_release_context(Context* ctx) {
-  std::lock_guard<std::mutex> lk(V().mu);
-  auto& v = V();
-  // Unmap everything backed by this context's handles, then drop its
-  // reservations, then its handles.
-  for (auto& r : v.res) {
-    for (auto it = r.second.maps.begin(); it != r.second.maps.end();) {
-      auto ph = v.phys.find(it->second.handle);
-      if (r.second.ctx == ctx || (ph != v.phys.end() && ph->second.ctx == ctx)) {
-        unmap_one_locked(it->first, it->second);
-        it = r.second.maps.erase(it);
-      } else {
-        ++it;
-      }
-    }
-  }
-  for (auto it = v.res.begin(); it != v.res.end();) {
-    if (it->second.ctx == ctx) {
-      munmap(reinterpret_cast<void*>(it->first), it->second.size);
-      it = v.res.erase(it);
-    } else {
-      ++it;
-    }
-  }
-  for (auto it = v.phys.begin(); it != v.phys.end();) {
-    auto next = std::next(it);
-    if (it->second.ctx == ctx) destroy_phys_locked(it);
-    it = next;
-  }
-}
-
 }  // namespace sim
 
 using namespace sim;

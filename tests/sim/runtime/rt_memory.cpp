@@ -2,6 +2,8 @@
 // makes (cudaMalloc -> cuMemAlloc_v2, cudaFree -> cuMemFree_v2,
 // cudaMallocAsync -> cuMemAllocAsync, ...), through pointers obtained from
 // cuGetProcAddress_v2.
+#include <cstdint>
+
 #include "rt_internal.h"
 
 using rt::drv;
@@ -134,6 +136,24 @@ cudaError_t CUDARTAPI cudaMallocPitch(void** devPtr, size_t* pitch, size_t width
   CUdeviceptr d = 0;
   if (CUresult r = drv().cuMemAllocPitch_v2(&d, pitch, width, height, 4)) return rt::ret(r);
   *devPtr = reinterpret_cast<void*>(d);
+  return cudaSuccess;
+}
+
+cudaError_t CUDARTAPI cudaMalloc3D(cudaPitchedPtr* pitchedDevPtr, cudaExtent extent) {
+  if (!pitchedDevPtr) return rt::ret(cudaErrorInvalidValue);
+  RT_REQUIRE_CTX();
+  // height × depth rows of `width` bytes, pitched as cudaMallocPitch pitches
+  // them; xsize/ysize echo the logical extent (cudaMalloc3D). A zero extent
+  // is refused as cuMemAllocPitch refuses it.
+  if (extent.depth != 0 && extent.height > SIZE_MAX / extent.depth) {
+    return rt::ret(cudaErrorMemoryAllocation);
+  }
+  CUdeviceptr d = 0;
+  std::size_t pitch = 0;
+  if (CUresult r = drv().cuMemAllocPitch_v2(&d, &pitch, extent.width, extent.height * extent.depth, 4)) {
+    return rt::ret(r);
+  }
+  *pitchedDevPtr = cudaPitchedPtr{reinterpret_cast<void*>(d), pitch, extent.width, extent.height};
   return cudaSuccess;
 }
 

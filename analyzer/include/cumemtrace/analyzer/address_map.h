@@ -42,22 +42,6 @@ class AddressMap {
     }
   }
 
-  // The slot of `key`, holding `value` if the key was absent (second: true),
-  // else its current value, left as it is: one probe where find() then
-  // insert() take two.
-  std::pair<Value*, bool> find_or_insert(std::uint64_t key, const Value& value) {
-    if ((size_ + 1) * 4 > slots_.size() * 3) grow();
-    for (std::size_t i = home(key);; i = (i + 1) & mask_) {
-      Slot& slot = slots_[i];
-      if (!slot.used) {
-        slot = Slot{key, value, true};
-        ++size_;
-        return {&slot.value, true};
-      }
-      if (slot.key == key) return {&slot.value, false};
-    }
-  }
-
   // Removes `key`, moving its value to `*removed` if given. False if absent.
   bool erase(std::uint64_t key, Value* removed = nullptr) {
     if (size_ == 0) return false;

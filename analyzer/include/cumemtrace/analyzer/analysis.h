@@ -1,15 +1,16 @@
 // One pass over a trace's events: allocated and reserved memory with their
 // peaks, per device and in total, event counts, and the live set (what is
-// still allocated), which becomes the leak report at the end.
+// still allocated), which becomes the leak report at the end. On the same
+// pass: the mark ranges (phases) and the one each peak fell in, live bytes
+// per call site and what they were at the allocated peak, growth leaks across
+// iterations, fragmentation, out-of-memory events and error events.
 //
 //   Analysis analysis;
 //   while (const TraceEvent* e = reader.next()) analysis.consume(*e);
-//   analysis.total().allocated.peak; analysis.leaks();
+//   analysis.total().allocated.peak; analysis.leaks(); analysis.growth();
 //
-// Memory is bounded by the live set (plus one entry per device, call stack
-// and API name). Later analyses (phases from marks, growth leaks,
-// fragmentation, what was live at the peak) build on the same state: they can
-// consume the same events after Analysis has, and read live() / devices().
+// Memory is bounded by the live set, plus one entry per device, call site,
+// API name and (capped) mark range and OOM, never by the trace's length.
 #pragma once
 
 #include <cstdint>
@@ -18,9 +19,15 @@
 #include <string>
 #include <string_view>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "cumemtrace/analyzer/address_map.h"
+#include "cumemtrace/analyzer/call_sites.h"
+#include "cumemtrace/analyzer/fragmentation.h"
+#include "cumemtrace/analyzer/growth.h"
+#include "cumemtrace/analyzer/oom.h"
+#include "cumemtrace/analyzer/phases.h"
 #include "cumemtrace/analyzer/trace_event.h"
 #include "cumemtrace/trace_format.h"
 
@@ -33,19 +40,34 @@ struct Watermark {
   std::uint64_t peak = 0;
   std::uint64_t peak_t = 0;
 
-  void add(std::uint64_t bytes, std::uint64_t t) {
+  // True when this sets a new peak.
+  bool add(std::uint64_t bytes, std::uint64_t t) {
     current += bytes;
-    if (current > peak) {
-      peak = current;
-      peak_t = t;
-    }
+    if (current <= peak) return false;
+    peak = current;
+    peak_t = t;
+    return true;
   }
   void remove(std::uint64_t bytes) { current -= bytes < current ? bytes : current; }
+};
+
+// The mark range open when a peak was set (see PhaseTracker::current).
+struct PeakPhase {
+  std::uint64_t range = kNoRange;  // the range's serial; kNoRange: none was open
+  std::string path;                // "epoch 3/forward"; empty when none
 };
 
 struct MemoryTotals {
   Watermark allocated;  // sum of live `alloc` sizes
   Watermark reserved;   // sum of live segments
+  PeakPhase allocated_peak_phase;
+  PeakPhase reserved_peak_phase;
+  // The most allocated while reserved stood at its peak: the peak's
+  // fragmentation is 1 - this / reserved.peak.
+  std::uint64_t allocated_at_reserved_peak = 0;
+  // Live allocations that carry `block`: their requested and block sizes.
+  std::uint64_t live_requested = 0;
+  std::uint64_t live_blocks = 0;
   std::uint64_t allocs = 0;
   std::uint64_t frees = 0;          // every `free` event, matched or not
   std::uint64_t unknown_frees = 0;  // `free` of a pointer that was not live
@@ -70,6 +92,8 @@ struct LiveAllocation {
   std::uint64_t size = 0;
   std::uint64_t t = 0;
   std::uint64_t stack = 0;
+  std::uint64_t block = 0;  // 0: the alloc carried no `block`
+  std::uint32_t site = 0;   // index in Analysis::sites()
   int dev = 0;
   std::uint16_t api = 0;  // Analysis::api_name()
   format::MemoryKind kind = format::MemoryKind::unknown;
@@ -127,6 +151,26 @@ class Analysis {
   std::string_view api_name(std::uint16_t id) const { return api_names_[id]; }
   std::uint64_t last_t() const { return last_t_; }
   std::uint64_t errors() const { return errors_; }
+  // `error` events by `what`, in first-seen order.
+  const std::vector<std::pair<std::string, std::uint64_t>>& errors_by_what() const { return errors_by_what_; }
+
+  const SiteTable& sites() const { return sites_; }
+  const PhaseTracker& phases() const { return phases_; }
+  PhaseClock phase_clock() const;
+  // Every mark range in push order, open ones with figures up to now.
+  std::vector<PhaseRecord> phase_ranges() const { return phases_.ranges(phase_clock()); }
+  // Every mark range grouped by path with numbers folded, highest peak first.
+  std::vector<PhaseGroup> phase_groups() const { return phases_.groups(phase_clock()); }
+  // Call sites live at the allocated peak, most bytes first.
+  std::vector<SiteAtPeak> top_at_peak(std::size_t limit) const { return sites_.top_at_peak(limit); }
+  // Iterations and growth leaks as of now (computed on each call).
+  GrowthResult growth() const { return growth_.result(sites_); }
+  const FragmentationTracker& fragmentation() const { return fragmentation_; }
+  // The `oom` events (the first kMaxOomRecords; total().ooms counts all).
+  const std::vector<OomRecord>& oom_records() const { return oom_records_; }
+
+  static constexpr std::size_t kMaxOomRecords = 100;
+  static constexpr std::size_t kMaxErrorKinds = 64;
 
   // The live set grouped by call stack, most bytes first; each group keeps
   // its `max_examples` oldest allocations.
@@ -144,6 +188,12 @@ class Analysis {
   void on_free(const TraceEvent& e);
   void on_segment_alloc(const TraceEvent& e);
   void on_segment_free(const TraceEvent& e);
+  void on_mark(const TraceEvent& e);
+  void on_pool(const TraceEvent& e);
+  void on_oom(const TraceEvent& e);
+  void on_error(const TraceEvent& e);
+  void release(const LiveAllocation& a, DeviceInfo& d);  // `a` (on device `d`) stops being live
+  void note_peak_phase(PeakPhase& phase, std::uint64_t tid) const;
 
   MemoryTotals total_;
   std::map<int, DeviceInfo> devices_;
@@ -155,6 +205,13 @@ class Analysis {
   std::uint16_t last_api_ = 0;
   std::uint64_t last_t_ = 0;
   std::uint64_t errors_ = 0;
+  std::vector<std::pair<std::string, std::uint64_t>> errors_by_what_;
+
+  SiteTable sites_;
+  PhaseTracker phases_;
+  GrowthTracker growth_;
+  FragmentationTracker fragmentation_;
+  std::vector<OomRecord> oom_records_;
 };
 
 }  // namespace cumemtrace::analyzer

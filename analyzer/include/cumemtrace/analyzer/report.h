@@ -13,10 +13,18 @@
 
 namespace cumemtrace::analyzer {
 
+// analyzer/REPORT_FORMAT.md's version: keys are only added within a version.
+inline constexpr int kReportVersion = 1;
+
 struct ReportOptions {
   std::size_t max_leak_groups = 10;  // text only: JSON lists every group
   std::size_t max_examples = 3;      // example pointers per leak group
-  std::size_t max_frames = 8;        // stack frames shown per leak group
+  std::size_t max_frames = 8;        // stack frames shown per call site
+  std::size_t max_top_sites = 5;     // text: call sites shown live at the peak
+  std::size_t max_top_sites_json = 50;
+  std::size_t max_growth = 10;       // text only: JSON lists every growth leak
+  std::size_t max_phases = 10;       // text only: JSON lists every range
+  std::size_t max_ooms = 10;         // text only
 };
 
 std::string render_text_report(const TraceReader& reader, const Analysis& analysis,

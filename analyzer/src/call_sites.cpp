@@ -1,0 +1,28 @@
+#include "cumemtrace/analyzer/call_sites.h"
+
+#include <algorithm>
+#include <tuple>
+
+namespace cumemtrace::analyzer {
+
+std::vector<SiteAtPeak> SiteTable::top_at_peak(std::size_t limit) const {
+  std::vector<SiteAtPeak> top;
+  for (const CallSite& s : sites_) {
+    if (s.at_peak_bytes > 0) top.push_back(SiteAtPeak{s.stack, s.at_peak_bytes, s.at_peak_count});
+  }
+  auto more = [](const SiteAtPeak& a, const SiteAtPeak& b) { return std::tie(b.bytes, a.stack) < std::tie(a.bytes, b.stack); };
+  if (top.size() > limit) {
+    std::partial_sort(top.begin(), top.begin() + static_cast<std::ptrdiff_t>(limit), top.end(), more);
+    top.resize(limit);
+  } else {
+    std::sort(top.begin(), top.end(), more);
+  }
+  return top;
+}
+
+std::size_t SiteTable::sites_at_peak() const {
+  return static_cast<std::size_t>(
+      std::count_if(sites_.begin(), sites_.end(), [](const CallSite& s) { return s.at_peak_bytes > 0; }));
+}
+
+}  // namespace cumemtrace::analyzer

@@ -1,0 +1,312 @@
+#include "cumemtrace/analyzer/growth.h"
+
+#include <algorithm>
+#include <tuple>
+
+namespace cumemtrace::analyzer {
+
+namespace {
+// A periodic suffix must repeat this share of its symbols one period back.
+constexpr std::uint64_t kMatchPercent = 90;
+// The quick test of a candidate period P looks at the last 3P allocations
+// (the least a periodic suffix spans), at least kMinTailCheck and at most
+// kMaxTailCheck of them: the loop runs until the window's end.
+constexpr std::size_t kMinTailCheck = 32;
+constexpr std::size_t kMaxTailCheck = 256;
+
+bool is_digit(char c) { return c >= '0' && c <= '9'; }
+
+// Iteration marks usually carry their number: "step 41" -> "step #".
+void fold_digits(std::string_view name, std::string& out) {
+  out.clear();
+  for (std::size_t i = 0; i < name.size(); ++i) {
+    if (!is_digit(name[i])) out += name[i];
+    else if (i == 0 || !is_digit(name[i - 1])) out += '#';
+  }
+}
+
+bool enough_matches(std::uint64_t matches, std::uint64_t total) { return matches * 100 >= total * kMatchPercent; }
+}  // namespace
+
+std::string fold_numbers(std::string_view name) {
+  std::string out;
+  fold_digits(name, out);
+  return out;
+}
+
+std::string_view name(IterationInfo::Source source) {
+  switch (source) {
+    case IterationInfo::Source::marks: return "marks";
+    case IterationInfo::Source::period: return "period";
+    case IterationInfo::Source::none: break;
+  }
+  return "none";
+}
+
+void GrowthSeries::sample(std::uint64_t value, std::uint64_t k) {
+  if (k == 0) return;
+  if (seen > 0 && (started || value != last)) {
+    if (!started) {
+      started = true;
+      baseline = last;
+      start_boundary = seen - 1;
+    }
+    ++steps;
+    if (value > last) {
+      if (ups == 0) first_rise = seen;
+      last_rise = seen;
+      ++ups;
+      up_total += value - last;
+    } else if (value < last) {
+      ++downs;
+      down_total += last - value;
+    }
+  }
+  last = value;
+  if (started) steps += k - 1;  // the value held over the other boundaries
+  seen += k;
+}
+
+bool GrowthSeries::is_growth_leak() const {
+  if (!started || ups < 3 || last <= baseline) return false;
+  // Kept at least three quarters of what it gained: not a site that rises
+  // and falls back within a few iterations.
+  if ((last - baseline) * 4 < up_total * 3) return false;
+  if (ups * 2 >= steps) return true;  // rose in most steps
+  // Rose every so often: over at least half of the steps, and still at the
+  // end (no longer flat than two mean gaps between rises).
+  const std::uint64_t span = last_rise - first_rise;
+  const std::uint64_t flat_tail = seen - 1 - last_rise;
+  return span * 2 >= steps && flat_tail * (ups - 1) <= 2 * span;
+}
+
+GrowthTracker::GrowthTracker() {
+  window_allocs_.reserve(1024);
+  window_changes_.reserve(2048);
+}
+
+std::uint64_t GrowthTracker::symbol(std::uint64_t stack, std::uint64_t size, bool by_stack_only) {
+  std::uint64_t h = (stack + 1) * 0x9E3779B97F4A7C15ull;
+  if (!by_stack_only) h ^= (size + 0x632BE59BD9B4E019ull) * 0xC2B2AE3D27D4EB4Full;
+  return h;
+}
+
+void GrowthTracker::on_mark(std::string_view name, std::string_view kind) {
+  if (kind != "push" && kind != "instant") return;
+  fold_digits(name, folded_);
+  std::size_t c = 0;
+  while (c < mark_name_count_ && mark_names_[c] != folded_) ++c;
+  if (c == mark_name_count_) {
+    if (mark_name_count_ == kMaxMarkNames) return;  // only the first few names are followed
+    mark_names_[mark_name_count_++] = folded_;
+  }
+  ++boundaries_[c];
+  ++generation_;
+  if (++mark_counts_[c] >= kMinMarkOccurrences && detecting_) stop_detecting();  // marks win
+}
+
+void GrowthTracker::stop_detecting() {
+  detecting_ = false;
+  std::vector<WindowAlloc>().swap(window_allocs_);
+  std::vector<WindowChange>().swap(window_changes_);
+}
+
+void GrowthTracker::on_change(std::uint32_t site, CallSite& s, std::int64_t delta, bool is_alloc) {
+  if (s.growth_generation != generation_) catch_up(site, s);
+  if (detecting_) window_changes_.push_back(WindowChange{site, is_alloc, delta});
+}
+
+void GrowthTracker::catch_up(std::uint32_t site, CallSite& s) {
+  s.growth_generation = generation_;
+  auto update = [&](std::size_t c) {
+    std::vector<GrowthSeries>& series = series_[c];
+    if (site >= series.size()) series.resize(site + 1);
+    GrowthSeries& g = series[site];
+    if (boundaries_[c] > g.seen) g.sample(s.live_bytes, boundaries_[c] - g.seen);
+  };
+  for (std::size_t c = 0; c < mark_name_count_; ++c) update(c);
+  if (period_active_) update(kPeriod);
+}
+
+GrowthTracker::Period GrowthTracker::detect_period() const {
+  const std::size_t n = window_allocs_.size();
+  if (n < 8) return {};
+  const std::size_t max_period = n / 4;  // at least four periods in the window
+  std::vector<std::uint64_t> syms(n);
+  for (const bool by_stack_only : {false, true}) {
+    if (by_stack_only && std::all_of(window_allocs_.begin(), window_allocs_.end(),
+                                     [&](const WindowAlloc& a) { return a.stack == window_allocs_[0].stack; })) {
+      break;  // one stack (or none captured): sizes were all there was
+    }
+    for (std::size_t i = 0; i < n; ++i) syms[i] = symbol(window_allocs_[i].stack, window_allocs_[i].size, by_stack_only);
+
+    // Candidate periods: distances between consecutive allocations of the
+    // same symbol; the loop's length is one of them when some symbol occurs
+    // once per iteration (the delimiter needs such a symbol anyway).
+    std::vector<std::uint32_t> distance_count(max_period + 1, 0);
+    detail::AddressMap<std::size_t> last_seen;
+    for (std::size_t i = 0; i < n; ++i) {
+      if (std::size_t* last = last_seen.find(syms[i])) {
+        const std::size_t d = i - *last;
+        if (d >= 2 && d <= max_period) ++distance_count[d];
+        *last = i;
+      } else {
+        last_seen.insert(syms[i], i);
+      }
+    }
+
+    for (std::size_t p = 2; p <= max_period; ++p) {
+      if (distance_count[p] < 3) continue;
+      std::uint64_t matches = 0, total = 0;
+      const std::size_t tail = std::min({std::max(3 * p, kMinTailCheck), kMaxTailCheck, n - p});
+      for (std::size_t i = n - tail; i < n; ++i, ++total) {
+        matches += syms[i] == syms[i - p];
+      }
+      if (!enough_matches(matches, total)) continue;
+      // The longest suffix that repeats itself one period back.
+      std::size_t start = n;
+      matches = total = 0;
+      for (std::size_t i = n; i-- > p;) {
+        ++total;
+        matches += syms[i] == syms[i - p];
+        if (enough_matches(matches, total)) start = i;
+      }
+      if (n - start < 3 * p) continue;
+      // An iteration frees what it used: without frees between the
+      // stretch's allocations this is a loop filling memory (an init, frees
+      // at teardown), not a steady loop that may leak.
+      const std::uint64_t periods = (n - start + p) / p;
+      std::uint64_t frees = 0;
+      std::size_t allocs_seen = 0;
+      for (const WindowChange& c : window_changes_) {
+        if (c.is_alloc) ++allocs_seen;
+        else if (allocs_seen > start - p && allocs_seen < n && c.delta < 0) ++frees;
+      }
+      if (frees + 1 < periods) continue;
+
+      Period period;
+      period.length = p;
+      period.by_stack_only = by_stack_only;
+      // The delimiter: a symbol seen once in the last period and no more
+      // often than once per period over the whole periodic stretch.
+      detail::AddressMap<std::uint64_t> in_last, in_stretch;
+      auto count = [](detail::AddressMap<std::uint64_t>& m, std::uint64_t key) {
+        if (std::uint64_t* c = m.find(key)) ++*c;
+        else m.insert(key, 1);
+      };
+      for (std::size_t i = n - p; i < n; ++i) count(in_last, syms[i]);
+      for (std::size_t i = start - p; i < n; ++i) count(in_stretch, syms[i]);
+      for (std::size_t i = n - p; i < n; ++i) {
+        if (*in_last.find(syms[i]) == 1 && *in_stretch.find(syms[i]) <= periods + 1) {
+          period.has_delimiter = true;
+          period.delimiter = syms[i];
+          break;
+        }
+      }
+      return period;
+    }
+  }
+  return {};
+}
+
+std::uint64_t GrowthTracker::replay_window(const Period& period, const SiteTable& sites,
+                                           std::vector<GrowthSeries>& series) const {
+  // Each site's live bytes before the window: now, less the window's changes.
+  std::vector<std::int64_t> value(sites.size());
+  for (std::size_t s = 0; s < sites.size(); ++s) value[s] = static_cast<std::int64_t>(sites[static_cast<std::uint32_t>(s)].live_bytes);
+  for (const WindowChange& c : window_changes_) value[c.site] -= c.delta;
+  series.assign(sites.size(), GrowthSeries{});
+  std::uint64_t boundaries = 0;
+  std::size_t alloc_index = 0;
+  for (const WindowChange& c : window_changes_) {
+    if (c.is_alloc && alloc_index < window_allocs_.size()) {
+      const WindowAlloc& a = window_allocs_[alloc_index];
+      const bool boundary = period.has_delimiter
+                                ? symbol(a.stack, a.size, period.by_stack_only) == period.delimiter
+                                : alloc_index % period.length == 0;
+      ++alloc_index;
+      if (boundary) ++boundaries;
+    }
+    GrowthSeries& g = series[c.site];
+    if (boundaries > g.seen) g.sample(static_cast<std::uint64_t>(std::max<std::int64_t>(value[c.site], 0)), boundaries - g.seen);
+    value[c.site] += c.delta;
+  }
+  return boundaries;
+}
+
+void GrowthTracker::end_window(const SiteTable& sites) {
+  const Period period = detect_period();
+  if (period.length != 0) {
+    boundaries_[kPeriod] = replay_window(period, sites, series_[kPeriod]);
+    period_ = period;
+    period_active_ = true;
+    period_alloc_index_ = window_allocs_.size();
+    ++generation_;  // every site catches up on the replayed boundaries when it next changes
+    stop_detecting();
+    return;
+  }
+  if (++windows_tried_ >= kMaxDetectionWindows) {
+    stop_detecting();
+    return;
+  }
+  window_allocs_.clear();  // the loop may start later: try the next window
+  window_changes_.clear();
+}
+
+int GrowthTracker::chosen_mark() const {
+  int best = -1;
+  for (std::size_t c = 0; c < mark_name_count_; ++c) {
+    if (mark_counts_[c] < kMinMarkOccurrences) continue;
+    if (best < 0 || mark_counts_[c] > mark_counts_[static_cast<std::size_t>(best)]) best = static_cast<int>(c);
+  }
+  return best;
+}
+
+GrowthResult GrowthTracker::result(const SiteTable& sites) const {
+  GrowthResult r;
+  const std::vector<GrowthSeries>* series = nullptr;
+  std::vector<GrowthSeries> replayed;
+  std::uint64_t boundaries = 0;
+  if (const int m = chosen_mark(); m >= 0) {
+    r.iterations.source = IterationInfo::Source::marks;
+    r.iterations.mark = mark_names_[static_cast<std::size_t>(m)];
+    series = &series_[static_cast<std::size_t>(m)];
+    boundaries = boundaries_[static_cast<std::size_t>(m)];
+  } else if (period_active_) {
+    r.iterations.source = IterationInfo::Source::period;
+    r.iterations.period_allocs = period_.length;
+    series = &series_[kPeriod];
+    boundaries = boundaries_[kPeriod];
+  } else if (detecting_) {  // a short trace: its only window never filled
+    const Period period = detect_period();
+    if (period.length != 0) {
+      r.iterations.source = IterationInfo::Source::period;
+      r.iterations.period_allocs = period.length;
+      boundaries = replay_window(period, sites, replayed);
+      series = &replayed;
+    }
+  }
+  if (series == nullptr) return r;
+  r.iterations.count = boundaries;
+  for (std::size_t s = 0; s < sites.size(); ++s) {
+    const CallSite& site = sites[static_cast<std::uint32_t>(s)];
+    GrowthSeries g = s < series->size() ? (*series)[s] : GrowthSeries{};
+    if (boundaries > g.seen) g.sample(site.live_bytes, boundaries - g.seen);
+    if (!g.is_growth_leak()) continue;
+    GrowthLeak leak;
+    leak.stack = site.stack;
+    leak.iterations = g.steps;
+    leak.first_live_bytes = g.baseline;
+    leak.last_live_bytes = g.last;
+    leak.bytes_per_iteration = (g.last - g.baseline + g.steps / 2) / g.steps;
+    leak.rising_iterations = g.ups;
+    leak.first_iteration = g.start_boundary;
+    r.leaks.push_back(leak);
+  }
+  std::sort(r.leaks.begin(), r.leaks.end(), [](const GrowthLeak& a, const GrowthLeak& b) {
+    return std::tie(b.bytes_per_iteration, a.stack) < std::tie(a.bytes_per_iteration, b.stack);
+  });
+  return r;
+}
+
+}  // namespace cumemtrace::analyzer

@@ -1,0 +1,132 @@
+// Replays a trace's allocations through the caching pool (cumemtrace_pool) on
+// a simulated device: what would our pool have reserved for this program, on
+// how small a device would it have run, how fragmented would it have been?
+//
+//   ReplayTrace trace = load_replay_trace("train.jsonl");   // throws TraceError
+//   ReplayResult r = replay(trace, ReplayOptions{config, capacity});
+//   MinCapacity m = find_min_capacity(trace, config);
+//
+// What is replayed: every `alloc` and `free` of device memory (kinds device
+// and vmm; managed and pinned host memory do not live in the device's pool),
+// per device, in trace order. An alloc with a `stream` is stream-ordered
+// (allocate_async on that stream, as cudaMallocAsync, and as PyTorch's caching
+// allocator, whose blocks belong to a stream, behaves); one without is a
+// cudaMalloc. The trace's own segment events describe the allocator that
+// recorded it (PyTorch's, or ours) and are kept only as the figures to
+// compare with. A passthrough trace thus answers "what would the caching pool
+// have reserved?".
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "cumemtrace/pool/pool_config.h"
+#include "cumemtrace/pool/pool_stats.h"
+
+namespace cumemtrace::analyzer {
+
+// One allocation or free, with the trace's pointer replaced by a dense slot
+// number (slots are reused once freed, so a replay needs memory for the live
+// set only).
+struct ReplayOp {
+  enum class Type : std::uint8_t { alloc, alloc_async, free, free_async };
+  Type type = Type::alloc;
+  std::uint16_t device = 0;  // index into ReplayTrace::devices
+  std::uint32_t slot = 0;
+  std::uint64_t size = 0;    // alloc: bytes requested
+  std::uint64_t stream = 0;  // *_async: the stream handle
+};
+
+struct ReplayDevice {
+  int dev = 0;
+  std::uint64_t total = 0;  // from the trace's `device` event; 0 unknown
+};
+
+// A trace's allocations, read once and replayable many times.
+struct ReplayTrace {
+  std::string path;
+  std::string pool_mode;  // the header's `pool`: what recorded the trace
+  std::vector<ReplayDevice> devices;
+  std::vector<ReplayOp> ops;
+  std::uint32_t slots = 0;
+  std::uint64_t allocs = 0;
+  std::uint64_t frees = 0;
+  std::uint64_t unknown_frees = 0;     // free of a pointer not live: skipped
+  std::uint64_t lost_frees = 0;        // alloc over a live pointer: a free is implied first
+  std::uint64_t skipped_kind = 0;      // managed / pinned host allocs and frees
+  // The trace's own figures (its allocator's), as `report` computes them.
+  std::uint64_t trace_peak_reserved = 0;
+  std::uint64_t trace_peak_allocated = 0;
+  bool truncated = false;
+};
+
+// Throws TraceError (trace_reader.h) when the trace cannot be read.
+ReplayTrace load_replay_trace(const std::string& path);
+
+struct ReplayOptions {
+  pool::PoolConfig config;
+  // Every device's capacity in bytes. nullopt: the trace's `device` total
+  // where known, else unlimited.
+  std::optional<std::size_t> capacity;
+};
+
+struct DeviceReplay {
+  int dev = 0;
+  std::size_t capacity = pool::kUnlimited;
+  std::size_t peak_reserved = 0;
+  std::size_t peak_allocated = 0;         // bytes requested (live bytes)
+  std::size_t peak_allocated_blocks = 0;  // bytes in the pool's blocks
+  std::uint64_t ooms = 0;
+  pool::PoolStats end;  // the pool's state after the last event
+};
+
+struct ReplayResult {
+  std::size_t peak_reserved = 0;  // all devices together, at its highest
+  std::size_t peak_allocated = 0;
+  std::size_t peak_allocated_blocks = 0;
+  std::uint64_t allocs = 0;
+  std::uint64_t ooms = 0;              // allocations the pool could not serve
+  std::uint64_t frees_of_failed = 0;   // frees of those: skipped
+  std::uint64_t invalid_frees = 0;     // frees the pool refused (should be 0)
+  std::uint64_t upstream_allocs = 0;   // segments obtained from the device
+  std::uint64_t upstream_frees = 0;
+  std::uint64_t synchronizes = 0;
+  // DESIGN.md's metrics, all devices pooled: when reserved memory peaked,
+  // and after the last event.
+  pool::FragmentationMetrics at_peak;
+  pool::FragmentationMetrics at_end;
+  std::vector<DeviceReplay> devices;
+};
+
+ReplayResult replay(const ReplayTrace& trace, const ReplayOptions& options);
+
+struct MinCapacity {
+  std::size_t capacity = 0;  // the smallest device that ran without out-of-memory
+  std::size_t peak_live = 0;  // the highest device's peak of live bytes, unlimited
+  std::uint32_t replays = 0;
+  bool found = false;        // false: even the largest capacity tried failed
+};
+
+// The smallest per-device capacity, a multiple of `granularity`, on which the
+// trace replays without out-of-memory: binary search between the peak of live
+// bytes (nothing smaller can work) and the unlimited replay's peak reserved
+// (which must work). Out-of-memory is not strictly monotonic in capacity for
+// an allocator, so this is the capacity at which the search met a success
+// with a failure one granule below.
+MinCapacity find_min_capacity(const ReplayTrace& trace, const pool::PoolConfig& config,
+                              std::size_t granularity = std::size_t{2} << 20);
+
+// `--capacity`: a size as parse_size() (units.h) reads it ("80GiB", "512 MiB",
+// "1.5GB", "4096"), or "unlimited" for pool::kUnlimited. nullopt otherwise.
+std::optional<std::size_t> parse_capacity(std::string_view text);
+
+// `--pool-conf`: "pytorch" is PyTorch's own policy (the baseline), anything
+// else is CUMEMTRACE_POOL_CONF syntax; "" is the pool's default. Errors are
+// one line each.
+pool::PoolConfigParse parse_replay_pool_conf(std::string_view text);
+
+}  // namespace cumemtrace::analyzer

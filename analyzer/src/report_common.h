@@ -1,0 +1,43 @@
+// Helpers shared by the text and JSON reports (internal).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "cumemtrace/analyzer/analysis.h"
+#include "cumemtrace/analyzer/trace_reader.h"
+
+namespace cumemtrace::analyzer::detail {
+
+// The non-null `fn` names of a stack, innermost first (empty when the stack
+// is 0 or not in the trace).
+std::vector<std::string> function_names(const Analysis& analysis, std::uint64_t stack);
+
+// A short name for a call site: its innermost named function, else its first
+// frame's module+offset; "(no stack captured)" for 0.
+std::string site_label(const Analysis& analysis, std::uint64_t stack);
+
+// A ratio rounded to six decimals, so JSON shows 0.081 rather than 0.08100000000000002.
+double round_ratio(double ratio);
+
+// "18.2%"; "<0.1%" for a small non-zero ratio
+std::string percent(double ratio);
+
+// Advice for OOM sentences depends on the pool mode and on the program.
+OomAdviceContext advice_context(const TraceHeader& header);
+
+// The figures of DESIGN.md's fragmentation metrics at the end of the trace.
+struct FragmentationAtEnd {
+  double reserved_unused = 0;
+  double cached_free_scattered = 0;
+  std::uint64_t inactive_split_bytes = 0;
+  double rounding_waste = 0;
+  bool has_pool_sample = false;
+};
+FragmentationAtEnd fragmentation_at_end(const Analysis& analysis);
+
+// 1 - (most allocated while reserved stood at its peak) / peak reserved.
+double fragmentation_at_peak_reserved(const MemoryTotals& m);
+
+}  // namespace cumemtrace::analyzer::detail

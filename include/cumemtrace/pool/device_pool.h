@@ -1,0 +1,192 @@
+// The instrumented caching pool of one CUDA device: pure C++, memory from an
+// injected Upstream (upstream.h), policy from PoolConfig (pool_config.h),
+// facts for the trace through PoolStats / PoolObserver (pool_stats.h).
+//
+// Design (why it is shaped like this):
+// - Sub-pools. Blocks live in segments; each segment belongs to one sub-pool
+//   and each sub-pool has its own lock, free index and live table. There is a
+//   sub-pool per stream for stream-ordered calls (cudaMallocAsync), because a
+//   block freed in stream order is safe at once for later work on the same
+//   stream but not for other streams. The device-wide calls (cudaMalloc) use
+//   `device_shards` sub-pools for small blocks, picked per thread, plus one
+//   for larger blocks, so threads do not serialise on one lock. The hit path
+//   takes exactly one uncontended lock: no global lock, no shared counter.
+// - Finding a pointer's segment is lock-free: a radix map over 2 MiB pages,
+//   written only when segments come and go. Segment records are never freed
+//   while the pool lives (only recycled), so a racing lookup reads stale but
+//   valid memory and re-checks under the sub-pool's lock.
+// - Best fit in O(log n): each sub-pool keeps free blocks in ordered sets by
+//   (size, address), one for small-segment blocks and one for the others.
+//   Blocks that split or merge keep their place in the set when their new key
+//   still sorts between their neighbours (the common case), so a cache hit
+//   usually costs no tree rebalancing and no heap allocation.
+// - Safety: a block freed with cudaFree semantics is pending until a device
+//   synchronisation that began after the free has completed (a ticket
+//   counter; one synchronise releases every pending block of every sub-pool).
+//   A block freed in stream order on its own stream is free at once; freed on
+//   another stream it waits for a fence recorded on that stream. Memory
+//   cached for one stream reaches another only through the upstream: whole
+//   free segments (or free pages of expandable ones) are given back, and the
+//   upstream's release waits for the device, when the ladder or the tight
+//   policy needs the room.
+// - Out-of-memory ladder (DESIGN.md): best fit → reclaim completed pending
+//   frees (one batched synchronise when pending memory could serve the
+//   request, before growing, so a malloc/free loop never grows without
+//   bound) → grow → release whole free segments of every sub-pool and retry
+//   → synchronise, release everything cached and retry → fail with the
+//   upstream's code and an OomReport.
+// - Policy (pool_config.h): PyTorch's size classes and segment sizes; the
+//   default `tight` policy also gives cached memory back before growth would
+//   raise the peak of reserved memory; `expandable_segments` puts large
+//   blocks in one growing virtual range per sub-pool.
+//
+// How libcumemtrace.so drives it (one DevicePool per device, made on first
+// use over an Upstream of the real driver):
+//   cudaMalloc       → allocate(size); the alloc event gets `block`. On
+//                      failure: the oom event from Allocation::oom, then the
+//                      upstream's code is returned.
+//   cudaFree(p)      → p == 0: forward (it creates the context). Else the
+//                      pool that owns(p): free(p). not_owned: forward to the
+//                      real cudaFree; invalid_pointer: cudaErrorInvalidValue,
+//                      never forwarded.
+//   cudaMallocAsync  → allocate_async(size, stream)  } a per-thread default
+//   cudaFreeAsync    → free_async(p, stream)         } stream needs a handle
+//                                                      unique to its thread
+//   cudaStreamDestroy → stream_destroyed(stream), before the real call
+//   cudaDeviceSynchronize → t = sync_ticket(); real call; device_synchronized(t)
+//   cudaMemGetInfo   → application_memory_info(real free, real total)
+//   cudaDeviceReset  → forget_all() once the real reset succeeded
+//   `pool` samples   → stats(); fragmentation_of(stats)
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "cumemtrace/pool/pool_config.h"
+#include "cumemtrace/pool/pool_stats.h"
+#include "cumemtrace/pool/upstream.h"
+
+namespace cumemtrace::pool {
+
+// The result of an allocation. On failure `result` is the upstream's error
+// (out_of_memory or error, with its code), ptr is 0, and for out_of_memory
+// `oom` explains it.
+struct Allocation {
+  DevicePtr ptr = 0;
+  std::size_t block = 0;  // bytes set aside for it (the trace's `block`)
+  UpstreamResult result;
+  OomReport oom;  // valid when result.status == out_of_memory
+
+  bool ok() const { return result.ok(); }
+};
+
+enum class FreeStatus : std::uint8_t {
+  ok,
+  // Not inside any segment of this pool: the caller forwards it (to another
+  // device's pool, then to the real free).
+  not_owned,
+  // Inside this pool's memory but not the start of a live block (a double
+  // free, or a pointer into a block): never forward it — the real free would
+  // release a whole segment under the pool. cudaFree returns
+  // cudaErrorInvalidValue for such pointers.
+  invalid_pointer,
+};
+
+struct FreeResult {
+  FreeStatus status = FreeStatus::not_owned;
+  std::size_t size = 0;   // the size the application asked for at allocation
+  std::size_t block = 0;  // the block that is now free or pending
+};
+
+// A live block's facts, for a caller that needs them without freeing.
+struct BlockInfo {
+  std::size_t size = 0;
+  std::size_t block = 0;
+  bool stream_ordered = false;
+  StreamHandle stream = 0;
+};
+
+// The application's view of cudaMemGetInfo.
+struct MemoryInfo {
+  std::size_t free = 0;
+  std::size_t total = 0;
+};
+
+class DevicePool {
+ public:
+  // `upstream` and `observer` (may be null) must outlive the pool.
+  DevicePool(Upstream& upstream, const PoolConfig& config, int device = 0,
+             PoolObserver* observer = nullptr);
+  // Forgets everything without calling the upstream: at process exit the
+  // driver reclaims the memory, and calling CUDA from a destructor is unsafe.
+  // Call release_cached() first to give memory back while running.
+  ~DevicePool();
+  DevicePool(const DevicePool&) = delete;
+  DevicePool& operator=(const DevicePool&) = delete;
+
+  // cudaMalloc / cuMemAlloc: not stream-ordered. size 0 succeeds with ptr 0
+  // and touches nothing (what cudaMalloc does).
+  Allocation allocate(std::size_t size);
+  // cudaMallocAsync / cuMemAllocAsync on `stream`.
+  Allocation allocate_async(std::size_t size, StreamHandle stream);
+
+  // cudaFree: the block stays pending until a device synchronisation that
+  // began after this call has completed. ptr 0 is not_owned (the caller
+  // still forwards cudaFree(NULL): it creates the context).
+  FreeResult free(DevicePtr ptr);
+  // cudaFreeAsync(ptr, stream): free at once for `stream` when the block was
+  // allocated on it; otherwise pending behind a fence recorded on `stream`.
+  FreeResult free_async(DevicePtr ptr, StreamHandle stream);
+
+  // Whether ptr lies inside this pool's memory (lock-free).
+  bool owns(DevicePtr ptr) const;
+  // The live block starting at ptr, if any.
+  bool find(DevicePtr ptr, BlockInfo* info) const;
+  // The block size an allocation of `size` would get from a fresh segment.
+  std::size_t block_size_for(std::size_t size) const;
+
+  // The application synchronised the whole device itself
+  // (cudaDeviceSynchronize): take a ticket before calling the real function
+  // and hand it back after it succeeded, so blocks freed before the ticket
+  // become reusable without another synchronise.
+  std::uint64_t sync_ticket() const;
+  void device_synchronized(std::uint64_t ticket);
+
+  // The stream is being destroyed (cudaStreamDestroy): its cached blocks can
+  // no longer be reused in its order; they become pending like cudaFree'd
+  // blocks, and a new stream with the same handle starts fresh.
+  void stream_destroyed(StreamHandle stream);
+
+  // cudaMemGetInfo as the application should see it: the driver's free plus
+  // memory the pool caches but nobody uses, never more than total.
+  MemoryInfo application_memory_info(std::size_t driver_free, std::size_t driver_total) const;
+
+  // Trim: synchronise, then give every whole free segment back to the
+  // upstream (emptyCache). Returns the upstream's first error, if any.
+  UpstreamResult release_cached();
+  // Forget: drop every block and segment without calling the upstream
+  // (cudaDeviceReset already freed the device's memory). Live pointers become
+  // not_owned.
+  void forget_all();
+
+  // Cheap: sums a few relaxed counters per sub-pool, takes no lock.
+  PoolStats stats() const;
+  FragmentationMetrics fragmentation() const { return fragmentation_of(stats()); }
+
+  const PoolConfig& config() const;
+  int device() const;
+
+  // For tests: walks every structure and checks the invariants (blocks tile
+  // their segments, no two free neighbours, 512-byte alignment, index and
+  // counters agree). Slow; returns "" or the first violation found.
+  std::string check_invariants() const;
+
+  class Impl;
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace cumemtrace::pool

@@ -1,0 +1,102 @@
+// The pool's only door to the device: an interface injected per device, so
+// the same pool runs inside libcumemtrace.so (over the real driver), inside
+// `cumemtrace replay` (over a simulated capacity) and in unit tests (over a
+// fake with traps). No CUDA header is needed to implement or use it.
+//
+// Error codes are opaque: `code` is whatever the implementation's API
+// returned (a cudaError_t, a CUresult, a test's number). The pool never
+// invents one; when it fails a request it hands back the code of the upstream
+// call that failed, so the application sees exactly the real runtime's error.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+namespace cumemtrace::pool {
+
+// A device address (a CUdeviceptr / void* bit pattern).
+using DevicePtr = std::uintptr_t;
+// A stream handle's bit pattern (cudaStream_t). Opaque to the pool: it only
+// compares handles and passes them back to the upstream.
+using StreamHandle = std::uintptr_t;
+// An event recorded on a stream (a cudaEvent_t's bit pattern).
+using FenceHandle = std::uintptr_t;
+
+enum class UpstreamStatus : std::uint8_t {
+  ok,
+  out_of_memory,  // the device has no room: the pool's ladder may retry
+  error,          // anything else: passed straight back to the caller
+};
+
+struct UpstreamResult {
+  UpstreamStatus status = UpstreamStatus::ok;
+  int code = 0;  // the upstream API's own code, meaningful when !ok()
+
+  bool ok() const { return status == UpstreamStatus::ok; }
+  static UpstreamResult success() { return {}; }
+  static UpstreamResult out_of_memory(int code) { return {UpstreamStatus::out_of_memory, code}; }
+  static UpstreamResult failure(int code) { return {UpstreamStatus::error, code}; }
+};
+
+enum class FenceState : std::uint8_t { complete, pending, error };
+
+// One device's memory, as the pool needs it. Calls come from the pool's slow
+// paths only (growth, release, reclaim, out-of-memory, a free on another
+// stream), never from a cache hit, so a virtual call is cheap enough. The
+// pool may call from any thread that calls into it, but never two calls at
+// once on one upstream: an implementation needs no lock of its own.
+class Upstream {
+ public:
+  virtual ~Upstream() = default;
+
+  // Obtain `size` bytes (cuMemAlloc / cudaMalloc). On success *ptr is set.
+  virtual UpstreamResult allocate(std::size_t size, DevicePtr* ptr) = 0;
+  // Give back a segment obtained from allocate(). Must not let the memory be
+  // reused before device work issued earlier completed (the real cudaFree
+  // synchronises, so it qualifies).
+  virtual UpstreamResult release(DevicePtr ptr, std::size_t size) = 0;
+  // The driver's view of the device (cuMemGetInfo): free and total bytes.
+  virtual UpstreamResult memory_info(std::size_t* free_bytes, std::size_t* total_bytes) = 0;
+  // Wait for all work on the device (cudaDeviceSynchronize). Afterwards every
+  // block freed before the call started is safe to hand out again.
+  virtual UpstreamResult synchronize() = 0;
+  // The code this upstream reports for out-of-memory (cudaErrorMemoryAllocation
+  // and CUDA_ERROR_OUT_OF_MEMORY are both 2). Used only when the pool itself
+  // runs out of host memory for its records, or for a size no device holds.
+  virtual int out_of_memory_code() { return 2; }
+
+  // Stream-ordered frees: record an event on `stream` (cudaEventRecord on a
+  // cudaEventDisableTiming event), ask whether it has completed
+  // (cudaEventQuery), and destroy it. Used when a block freed on one stream
+  // may be reused on another.
+  virtual UpstreamResult record_fence(StreamHandle stream, FenceHandle* fence) = 0;
+  virtual FenceState query_fence(FenceHandle fence) = 0;
+  virtual void destroy_fence(FenceHandle fence) = 0;
+
+  // --- Virtual memory, for expandable segments (optional) ---
+  // Page size for map/unmap (cuMemGetAllocationGranularity, recommended);
+  // 0 means virtual memory is not supported and expandable mode falls back
+  // to ordinary segments.
+  virtual std::size_t vm_granularity() { return 0; }
+  // Reserve an address range without memory (cuMemAddressReserve).
+  virtual UpstreamResult reserve_range(std::size_t /*size*/, DevicePtr* /*base*/) {
+    return UpstreamResult::failure(-1);
+  }
+  // Return a reserved range; everything in it was unmapped before.
+  virtual UpstreamResult release_range(DevicePtr /*base*/, std::size_t /*size*/) {
+    return UpstreamResult::failure(-1);
+  }
+  // Back [addr, addr+size) with new physical memory and make it accessible
+  // (cuMemCreate + cuMemMap + cuMemSetAccess). addr and size are multiples of
+  // vm_granularity(). out_of_memory when the device is full.
+  virtual UpstreamResult map(DevicePtr /*addr*/, std::size_t /*size*/) {
+    return UpstreamResult::failure(-1);
+  }
+  // Undo map() for exactly a range earlier mapped, or a granularity-aligned
+  // part of one (cuMemUnmap + cuMemRelease). Same safety rule as release().
+  virtual UpstreamResult unmap(DevicePtr /*addr*/, std::size_t /*size*/) {
+    return UpstreamResult::failure(-1);
+  }
+};
+
+}  // namespace cumemtrace::pool

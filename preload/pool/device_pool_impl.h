@@ -1,0 +1,158 @@
+// DevicePool's state and the ladder. See the design notes at the top of
+// include/cumemtrace/pool/device_pool.h.
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <unordered_map>
+#include <vector>
+
+#include "block_ops.h"
+#include "cumemtrace/pool/device_pool.h"
+#include "pool_internal.h"
+#include "segment_map.h"
+
+namespace cumemtrace::pool {
+
+using detail::Block;
+using detail::PoolKind;
+using detail::Segment;
+using detail::SubPool;
+
+class DevicePool::Impl {
+ public:
+  Impl(Upstream& upstream, const PoolConfig& config, int device, PoolObserver* observer);
+  ~Impl();
+
+  Allocation allocate(std::size_t size, bool stream_ordered, StreamHandle stream);
+  FreeResult free(DevicePtr ptr, bool stream_ordered, StreamHandle stream);
+  bool owns(DevicePtr ptr) const;
+  bool find(DevicePtr ptr, BlockInfo* info) const;
+  std::size_t block_size_for(std::size_t size) const;
+  std::uint64_t sync_ticket();
+  void device_synchronized(std::uint64_t ticket);
+  void stream_destroyed(StreamHandle stream);
+  MemoryInfo application_memory_info(std::size_t driver_free, std::size_t driver_total) const;
+  UpstreamResult release_cached();
+  void forget_all();
+  PoolStats stats() const;
+  std::string check_invariants() const;
+
+  const PoolConfig& config() const { return config_; }
+  int device() const { return device_; }
+
+ private:
+  static constexpr std::size_t kMaxSubPools = 4096;
+
+  // --- routing ---
+  SubPool* device_pool_for(PoolKind kind);
+  SubPool* stream_pool(StreamHandle stream);
+  SubPool* add_sub_pool(bool stream_ordered, StreamHandle stream);  // streams_mu held
+  // Locks and returns the sub-pool owning the segment that contains ptr;
+  // null when no segment contains it.
+  SubPool* lock_owner(DevicePtr ptr, std::unique_lock<std::mutex>& lock, Segment** segment) const;
+  // Bytes in sp's wholly free segments.
+  static std::size_t whole_free_bytes(const SubPool& sp);
+  void trim_to_release_threshold(SubPool& sp);
+  template <class Fn>
+  void for_each_sub_pool(Fn fn) const;
+
+  // --- slow paths (sub-pool lock held unless said otherwise) ---
+  // Best fit after reclaiming what is safe, synchronising first when pending
+  // memory could serve the request, then growing.
+  Block* refill(SubPool& sp, PoolKind kind, std::size_t rounded, UpstreamResult* error);
+  Block* grow(SubPool& sp, PoolKind kind, std::size_t rounded, UpstreamResult* error);
+  // Best fit, with the block's pages mapped when it lies in an expandable
+  // segment; null with *error set when mapping failed.
+  Block* fit(SubPool& sp, PoolKind kind, std::size_t rounded, UpstreamResult* error);
+
+  // --- expandable segments (expandable.cpp) ---
+  std::size_t expandable_va_size();
+  // Extends sp's expandable segment (made on first use) so that a free block
+  // of `rounded` bytes exists, mapped. Null with *error ok: no virtual memory
+  // or the range is full (the caller falls back to ordinary segments).
+  Block* grow_expandable(SubPool& sp, std::size_t rounded, UpstreamResult* error);
+  UpstreamResult map_pages(SubPool& sp, Segment* seg, DevicePtr addr, std::size_t size);
+  std::size_t unmapped_bytes(const Segment* seg, DevicePtr addr, std::size_t size) const;
+  Block* prefer_mapped(SubPool& sp, Block* best, std::size_t rounded) const;
+  // Unmaps whole pages under free blocks (outside [keep_begin, keep_end))
+  // until `goal` bytes went back; returns the bytes unmapped.
+  std::size_t unmap_free_pages(SubPool& sp, Segment* seg, std::size_t goal, DevicePtr keep_begin,
+                               DevicePtr keep_end, UpstreamResult* first_error);
+  void unmap_run(SubPool& sp, Segment* seg, std::size_t first_page, std::size_t end_page,
+                 UpstreamResult* first_error);
+  // A wholly free expandable segment: everything unmapped, the range returned.
+  void release_expandable(SubPool& sp, Segment* seg, UpstreamResult* first_error);
+  std::size_t reclaim(SubPool& sp);
+  std::size_t reclaim_fences(SubPool& sp);
+  // Gives back whole free segments of sp (and free tails of expandable
+  // ones) until `goal` bytes went back; returns the bytes released.
+  std::size_t release_free(SubPool& sp, std::size_t goal, UpstreamResult* first_error);
+  void release_segment(SubPool& sp, Segment* seg, UpstreamResult* first_error);
+  void garbage_collect(SubPool& sp, std::size_t needed);
+  // No lock held: the steps of the ladder that touch every sub-pool.
+  Allocation out_of_memory_ladder(SubPool& sp, PoolKind kind, std::size_t size, std::size_t rounded,
+                                  bool stream_ordered, StreamHandle stream, UpstreamResult error);
+  void release_everywhere();
+  UpstreamResult synchronize_device();
+  OomReport make_report(std::size_t size, std::size_t rounded, bool stream_ordered,
+                        StreamHandle stream, UpstreamResult error);
+  Allocation finish(SubPool& sp, Block* free_block, std::size_t rounded, std::size_t size,
+                    bool stream_ordered);
+
+  // --- records ---
+  Segment* new_segment();                 // takes segments_mu
+  void recycle_segment(Segment* segment);  // takes segments_mu
+  bool register_segment(Segment* segment);  // radix insert, segments_mu
+  void note_reserved(std::ptrdiff_t delta);
+  std::size_t device_total();
+
+  Upstream& upstream_;
+  const PoolConfig config_;
+  const detail::SizePolicy policy_;
+  const int device_;
+  PoolObserver* const observer_;
+  const std::uint64_t uid_;  // tells this pool apart in thread-local caches
+  const std::size_t vm_granularity_;
+
+  // Lock order: slow_mu_ → streams_mu_ → one sub-pool's mu → segments_mu_ →
+  // upstream_mu_. Never two sub-pool locks at once.
+  std::mutex slow_mu_;
+  mutable std::mutex streams_mu_;
+  mutable std::mutex segments_mu_;
+  std::mutex upstream_mu_;
+
+  // Every sub-pool ever made, append-only, so stats() and the ladder can walk
+  // them without the stream lock.
+  std::array<std::atomic<SubPool*>, kMaxSubPools> sub_pools_{};
+  std::atomic<std::size_t> sub_pool_count_{0};
+  std::vector<std::unique_ptr<SubPool>> owned_sub_pools_;  // streams_mu_
+  std::vector<SubPool*> device_shards_;                    // small blocks, per thread
+  SubPool* device_large_ = nullptr;
+  std::unordered_map<StreamHandle, SubPool*> streams_;     // streams_mu_
+  std::vector<SubPool*> orphans_;  // streams_mu_: destroyed streams' sub-pools
+  std::atomic<std::uint64_t> stream_generation_{1};
+
+  detail::SegmentMap segment_map_;
+  std::vector<std::unique_ptr<Segment[]>> segment_chunks_;  // segments_mu_
+  Segment* spare_segments_ = nullptr;                       // segments_mu_
+
+  // Sync tickets: a block freed when sync_begun_ was T is safe once
+  // sync_done_ > T (a synchronisation that began after the free finished).
+  std::atomic<std::uint64_t> sync_begun_{0};
+  std::atomic<std::uint64_t> sync_done_{0};
+
+  std::atomic<std::size_t> reserved_total_{0};
+  std::atomic<std::size_t> peak_reserved_{0};
+  std::atomic<std::uint64_t> upstream_allocs_{0};
+  std::atomic<std::uint64_t> upstream_frees_{0};
+  std::atomic<std::uint64_t> synchronizes_{0};
+  std::atomic<std::uint64_t> ooms_{0};
+  std::size_t device_total_ = 0;  // upstream_mu_; 0 until asked
+};
+
+}  // namespace cumemtrace::pool

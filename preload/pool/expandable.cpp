@@ -1,0 +1,249 @@
+// Expandable segments: large blocks of a sub-pool live in one reserved
+// address range that grows in place (cuMemAddressReserve + cuMemCreate/
+// cuMemMap through the upstream), so
+// - a request that fits nowhere extends the free tail by the shortfall only,
+//   instead of taking a whole new segment;
+// - physical pages under free blocks can be unmapped and mapped again where
+//   they are needed, so memory scattered over many free holes is not lost
+//   to fragmentation. By default the pool does this only when mapping would
+//   otherwise raise the peak of reserved memory: steady-state iterations
+//   that fit in the cache cost no map/unmap calls.
+#include "device_pool_impl.h"
+
+#include <algorithm>
+
+namespace cumemtrace::pool {
+
+namespace {
+std::size_t align_up(std::size_t v, std::size_t a) { return (v + a - 1) / a * a; }
+}  // namespace
+
+Block* DevicePool::Impl::fit(SubPool& sp, PoolKind kind, std::size_t rounded, UpstreamResult* error) {
+  Block* f = detail::best_fit(sp, policy_, kind, rounded);
+  if (!f || !f->segment->expandable) return f;
+  f = prefer_mapped(sp, f, rounded);
+  // Tight: before new memory raises the peak, let pending frees rejoin the
+  // free space (one synchronisation), so their pages can be reused instead.
+  if (config_.segment_policy == SegmentPolicy::tight && sp.pending_bytes[kind] > 0) {
+    const std::size_t missing = unmapped_bytes(f->segment, f->addr, rounded);
+    if (missing && reserved_total_.load() + missing > peak_reserved_.load() && synchronize_device().ok()) {
+      reclaim(sp);
+      f = detail::best_fit(sp, policy_, kind, rounded);
+      if (!f || !f->segment->expandable) return f;
+      f = prefer_mapped(sp, f, rounded);
+    }
+  }
+  *error = map_pages(sp, f->segment, f->addr, rounded);
+  return error->ok() ? f : nullptr;
+}
+
+// Best fit by size may land on a hole whose pages were given back while a
+// slightly larger free block is still mapped; a few next candidates are
+// worth a look before paying for map (and unmap elsewhere) calls.
+Block* DevicePool::Impl::prefer_mapped(SubPool& sp, Block* best, std::size_t rounded) const {
+  constexpr int kCandidates = 16;
+  if (unmapped_bytes(best->segment, best->addr, rounded) == 0) return best;
+  const detail::FreeSet& set = sp.free_sets[best->segment->kind];
+  auto it = std::next(best->where);
+  for (int i = 0; i < kCandidates && it != set.end(); ++i, ++it) {
+    Block* b = *it;
+    if (b->segment->expandable && policy_.may_use(b->size, rounded) &&
+        unmapped_bytes(b->segment, b->addr, rounded) == 0)
+      return b;
+  }
+  return best;
+}
+
+std::size_t DevicePool::Impl::unmapped_bytes(const Segment* seg, DevicePtr addr, std::size_t size) const {
+  const std::size_t g = vm_granularity_;
+  const DevicePtr base = seg->base();
+  std::size_t missing = 0;
+  for (std::size_t p = (addr - base) / g; p < (addr + size - base + g - 1) / g; ++p) missing += seg->pages[p] ? 0 : g;
+  return missing;
+}
+
+std::size_t DevicePool::Impl::expandable_va_size() {
+  // Room for the whole device (and then some: placement leaves holes), but
+  // never an absurd reservation for an "unlimited" simulated device.
+  constexpr std::size_t kMaxReservation = std::size_t{1} << 40;
+  const std::size_t total = device_total();
+  const std::size_t wanted = total == 0 || total >= kMaxReservation ? kMaxReservation : total + total / 2;
+  return align_up(std::max(wanted, std::size_t{1} << 30), vm_granularity_);
+}
+
+Block* DevicePool::Impl::grow_expandable(SubPool& sp, std::size_t rounded, UpstreamResult* error) {
+  const std::size_t granularity = vm_granularity_;
+  Segment* seg = sp.expandable;
+  if (!seg) {
+    const std::size_t va = expandable_va_size();
+    DevicePtr base = 0;
+    {
+      std::lock_guard lock(upstream_mu_);
+      if (!upstream_.reserve_range(va, &base).ok()) return nullptr;  // caller falls back
+    }
+    seg = new_segment();
+    if (!seg) {
+      std::lock_guard lock(upstream_mu_);
+      upstream_.release_range(base, va);
+      return nullptr;
+    }
+    seg->range.base.store(base, std::memory_order_release);
+    seg->range.size.store(0, std::memory_order_release);
+    seg->kind = detail::kLarge;
+    seg->expandable = true;
+    seg->va_size = va;
+    detail::attach_segment(sp, seg);
+    sp.expandable = seg;
+  }
+  // Extend the extent so that the free tail holds the request: only the
+  // shortfall is new address space (and, once mapped, new memory).
+  Block* last = seg->first;
+  while (last && last->next) last = last->next;
+  const std::size_t tail = last && last->state == detail::BlockState::free ? last->size : 0;
+  const std::size_t extension = align_up(rounded - tail, granularity);
+  const std::size_t extent = seg->size();
+  if (extension > seg->va_size - extent) return nullptr;  // range full: caller falls back
+  {
+    std::lock_guard lock(segments_mu_);
+    if (!segment_map_.insert(seg, seg->base() + extent, extension)) {
+      *error = UpstreamResult::out_of_memory(upstream_.out_of_memory_code());
+      return nullptr;
+    }
+  }
+  seg->range.size.store(extent + extension, std::memory_order_release);
+  seg->pages.resize((extent + extension) / granularity, false);
+  Block* f = detail::add_free_tail(sp, seg, seg->base() + extent, extension);
+  *error = map_pages(sp, seg, f->addr, rounded);
+  return error->ok() ? f : nullptr;
+}
+
+UpstreamResult DevicePool::Impl::map_pages(SubPool& sp, Segment* seg, DevicePtr addr, std::size_t size) {
+  const std::size_t g = vm_granularity_;
+  const DevicePtr base = seg->base();
+  const std::size_t first = (addr - base) / g;
+  const std::size_t end = (addr + size - base + g - 1) / g;
+  const std::size_t missing = unmapped_bytes(seg, addr, size);
+  if (missing == 0) return UpstreamResult::success();
+  // Rather than raise the peak, move memory from free holes to where it is
+  // needed (the holes' pages are unmapped, new ones mapped).
+  if (config_.segment_policy == SegmentPolicy::tight) {
+    const std::size_t now = reserved_total_.load();
+    const std::size_t peak = peak_reserved_.load();
+    if (now + missing > peak) {
+      UpstreamResult ignored;
+      unmap_free_pages(sp, seg, now + missing - peak, base + first * g, base + end * g, &ignored);
+    }
+  }
+  for (std::size_t p = first; p < end;) {
+    if (seg->pages[p]) {
+      ++p;
+      continue;
+    }
+    std::size_t q = p;
+    while (q < end && !seg->pages[q]) ++q;
+    const DevicePtr run = base + p * g;
+    const std::size_t len = (q - p) * g;
+    {
+      std::lock_guard lock(upstream_mu_);
+      const UpstreamResult r = upstream_.map(run, len);
+      if (!r.ok()) return r;
+      upstream_allocs_.fetch_add(1, std::memory_order_relaxed);
+      if (observer_) observer_->on_segment_alloc(device_, run, len);
+    }
+    for (std::size_t i = p; i < q; ++i) seg->pages[i] = true;
+    seg->runs.emplace(run, len);
+    detail::change_mapped(sp, seg, static_cast<std::ptrdiff_t>(len));
+    note_reserved(static_cast<std::ptrdiff_t>(len));
+    p = q;
+  }
+  return UpstreamResult::success();
+}
+
+std::size_t DevicePool::Impl::unmap_free_pages(SubPool& sp, Segment* seg, std::size_t goal, DevicePtr keep_begin,
+                                               DevicePtr keep_end, UpstreamResult* first_error) {
+  const std::size_t g = vm_granularity_;
+  const DevicePtr base = seg->base();
+  std::size_t released = 0;
+  for (Block* b = seg->first; b && released < goal; b = b->next) {
+    if (b->state != detail::BlockState::free) continue;
+    // Only pages wholly inside the free block: its neighbours' pages stay.
+    std::size_t p = align_up(b->addr - base, g) / g;
+    const std::size_t end = (b->addr + b->size - base) / g;
+    while (p < end && released < goal) {
+      const DevicePtr at = base + p * g;
+      if (!seg->pages[p] || (at >= keep_begin && at < keep_end)) {
+        ++p;
+        continue;
+      }
+      std::size_t q = p;
+      while (q < end && seg->pages[q] && !(base + q * g >= keep_begin && base + q * g < keep_end) &&
+             released + (q - p) * g < goal)
+        ++q;
+      unmap_run(sp, seg, p, q, first_error);
+      released += (q - p) * g;
+      p = q;
+    }
+  }
+  return released;
+}
+
+void DevicePool::Impl::unmap_run(SubPool& sp, Segment* seg, std::size_t first, std::size_t end,
+                                 UpstreamResult* first_error) {
+  const std::size_t g = vm_granularity_;
+  const DevicePtr lo = seg->base() + first * g;
+  const DevicePtr hi = seg->base() + end * g;
+  std::lock_guard lock(upstream_mu_);
+  // The observer was told about mapped runs; each run touched is retold as
+  // gone, and what is left of it as new, so every segment_free in the trace
+  // matches a segment_alloc and reserved memory stays exact.
+  auto it = seg->runs.upper_bound(lo);
+  if (it != seg->runs.begin()) --it;
+  while (it != seg->runs.end() && it->first < hi) {
+    const DevicePtr run = it->first;
+    const std::size_t len = it->second;
+    if (run + len <= lo) {
+      ++it;
+      continue;
+    }
+    if (observer_) observer_->on_segment_free(device_, run, len);
+    it = seg->runs.erase(it);
+    if (run < lo) {
+      seg->runs.emplace(run, lo - run);
+      if (observer_) observer_->on_segment_alloc(device_, run, lo - run);
+    }
+    if (run + len > hi) {
+      it = seg->runs.emplace(hi, run + len - hi).first;
+      if (observer_) observer_->on_segment_alloc(device_, hi, run + len - hi);
+      ++it;
+    }
+  }
+  const UpstreamResult r = upstream_.unmap(lo, hi - lo);
+  upstream_frees_.fetch_add(1, std::memory_order_relaxed);
+  if (!r.ok() && first_error->ok()) *first_error = r;
+  for (std::size_t p = first; p < end; ++p) seg->pages[p] = false;
+  detail::change_mapped(sp, seg, -static_cast<std::ptrdiff_t>(hi - lo));
+  note_reserved(-static_cast<std::ptrdiff_t>(hi - lo));
+}
+
+void DevicePool::Impl::release_expandable(SubPool& sp, Segment* seg, UpstreamResult* first_error) {
+  unmap_free_pages(sp, seg, kUnlimited, 0, 0, first_error);
+  const DevicePtr base = seg->base();
+  const std::size_t extent = seg->size();
+  Block* b = seg->first;
+  detail::detach_free_segment(sp, seg);
+  seg->owner.store(nullptr, std::memory_order_release);
+  sp.expandable = nullptr;
+  {
+    std::lock_guard lock(segments_mu_);
+    segment_map_.erase(seg, base, extent);
+  }
+  {
+    std::lock_guard lock(upstream_mu_);
+    const UpstreamResult r = upstream_.release_range(base, seg->va_size);
+    if (!r.ok() && first_error->ok()) *first_error = r;
+  }
+  sp.recycle(b);
+  recycle_segment(seg);
+}
+
+}  // namespace cumemtrace::pool

@@ -1,0 +1,73 @@
+// The caching pool's door to a real device (pool/upstream.h) inside
+// libcumemtrace.so: the real driver's functions, called directly (never
+// through our hooks, so the pool's own segments are not recorded as the
+// program's allocations, and never through the runtime, so the runtime's
+// last-error state is the program's alone: driver calls do not touch it).
+//
+// Every call runs in the device's primary context, retained once: the
+// runtime allocates there, and the pool then works whatever context the
+// calling thread has current (pushed and popped around the call when it is
+// not current already). Retaining it also keeps the context, and so every
+// pool segment, alive while a program releases its own references.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+
+#include "cumemtrace/pool/upstream.h"
+
+namespace cumemtrace::preload {
+
+// The device of the calling thread's current context; false when no context
+// is current (or the driver is not loaded yet).
+bool current_context_device(int* dev);
+
+// The calling thread's current context (a CUcontext), null if none.
+void* current_context();
+
+// The per-thread default stream in the pool's stream handles: a value
+// unique to the calling thread (the pool keys sub-pools by handle, and
+// cudaStreamPerThread names a different stream on every thread). Odd, so it
+// never equals a real stream handle (pointers) nor the legacy stream (0).
+std::uintptr_t per_thread_stream_handle();
+
+class DriverUpstream final : public pool::Upstream {
+ public:
+  // Null when the driver's functions are not all loaded or the primary
+  // context of `dev` cannot be retained. `vmm`: prepare the virtual-memory
+  // calls (expandable segments) when the device supports them.
+  static std::unique_ptr<DriverUpstream> create(int dev, bool vmm);
+  ~DriverUpstream() override;
+
+  pool::UpstreamResult allocate(std::size_t size, pool::DevicePtr* ptr) override;
+  pool::UpstreamResult release(pool::DevicePtr ptr, std::size_t size) override;
+  pool::UpstreamResult memory_info(std::size_t* free_bytes, std::size_t* total_bytes) override;
+  pool::UpstreamResult synchronize() override;
+  pool::UpstreamResult record_fence(pool::StreamHandle stream, pool::FenceHandle* fence) override;
+  pool::FenceState query_fence(pool::FenceHandle fence) override;
+  void destroy_fence(pool::FenceHandle fence) override;
+
+  std::size_t vm_granularity() override { return granularity_; }
+  pool::UpstreamResult reserve_range(std::size_t size, pool::DevicePtr* base) override;
+  pool::UpstreamResult release_range(pool::DevicePtr base, std::size_t size) override;
+  pool::UpstreamResult map(pool::DevicePtr addr, std::size_t size) override;
+  pool::UpstreamResult unmap(pool::DevicePtr addr, std::size_t size) override;
+
+  // The driver call that made the calling thread's latest segment:
+  // "cuMemAlloc_v2" or "cuMemMap" (the segment_alloc event's `api`).
+  static const char* last_segment_api();
+
+  void* primary_context() const { return primary_; }
+
+ private:
+  DriverUpstream(int dev, int cu_device, void* primary) : dev_(dev), cu_device_(cu_device), primary_(primary) {}
+  pool::UpstreamResult unmap_pages(pool::DevicePtr addr, std::size_t size);
+
+  const int dev_;
+  const int cu_device_;  // the CUdevice
+  void* const primary_;  // the retained CUcontext
+  std::size_t granularity_ = 0;  // 0: no expandable segments
+};
+
+}  // namespace cumemtrace::preload

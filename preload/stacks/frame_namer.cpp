@@ -1,0 +1,103 @@
+#include "stacks/frame_namer.h"
+
+#include <cxxabi.h>
+#include <dlfcn.h>
+#include <link.h>
+#include <unistd.h>
+
+#include <cstdlib>
+
+#include "process_facts.h"
+
+namespace cumemtrace::preload {
+
+std::string demangle(const char* mangled) {
+  int status = 0;
+  char* demangled = abi::__cxa_demangle(mangled, nullptr, nullptr, &status);
+  if (status != 0 || demangled == nullptr) return mangled;
+  std::string out(demangled);
+  std::free(demangled);
+  return out;
+}
+
+FrameNamer::FrameNamer(SymbolTableLookup symbol_table, std::string perf_map_path)
+    : symbol_table_(symbol_table),
+      executable_(executable_path()),
+      perf_map_(perf_map_path.empty() ? "/tmp/perf-" + std::to_string(::getpid()) + ".map"
+                                      : std::move(perf_map_path)) {}
+
+NamedFrame FrameNamer::name(std::uintptr_t ip) {
+  {
+    std::scoped_lock lock(mutex_);
+    if (auto it = by_ip_.find(ip); it != by_ip_.end()) return it->second;
+  }
+  bool in_object_file = false;
+  NamedFrame frame = name_uncached(ip, in_object_file);
+  // Only object files' frames are remembered: generated code may be replaced,
+  // and an unnamed JIT frame may be named by lines the JIT writes later.
+  if (in_object_file) {
+    std::scoped_lock lock(mutex_);
+    by_ip_.emplace(ip, frame);
+  }
+  return frame;
+}
+
+NamedFrame FrameNamer::name_uncached(std::uintptr_t ip, bool& in_object_file) {
+  NamedFrame frame;
+  frame.ip = ip;
+  // A return address is the instruction after the call; the call itself, one
+  // byte earlier, is in the calling function even when the call is the last
+  // instruction of a function that never returns.
+  const std::uintptr_t inside = ip > 0 ? ip - 1 : ip;
+  Dl_info info{};
+  link_map* object = nullptr;
+  if (::dladdr1(reinterpret_cast<void*>(inside), &info, reinterpret_cast<void**>(&object),
+                RTLD_DL_LINKMAP) != 0 &&
+      object != nullptr) {
+    // l_addr is the load bias, so `off` is the address the object file itself
+    // uses (what addr2line and the symbol tables expect), PIE or not.
+    in_object_file = true;
+    frame.module = object->l_name && *object->l_name ? std::string(object->l_name) : executable_;
+    frame.off = ip - object->l_addr;
+    std::string mangled;
+    if (info.dli_sname != nullptr) {
+      frame.fn = demangle(info.dli_sname);
+    } else if (symbol_table_ && symbol_table_(inside, mangled)) {
+      frame.fn = demangle(mangled.c_str());
+    }
+    return frame;
+  }
+  // Not inside any object file: generated code. A JIT that writes a perf map
+  // (CPython's trampolines) names it there.
+  std::scoped_lock lock(mutex_);
+  if (auto entry = perf_map_.find(inside)) {
+    frame.fn = std::move(entry->name);
+    frame.module = perf_map_.path();
+    frame.off = ip - entry->start;
+  }
+  return frame;
+}
+
+void FrameNamer::append_json(LineBuffer& out, const NamedFrame& frame) {
+  out.raw("{\"ip\":").hex(frame.ip);
+  out.key("fn");
+  if (frame.fn) out.str(*frame.fn); else out.raw("null");
+  out.key("module");
+  if (frame.module) out.str(*frame.module); else out.raw("null");
+  out.key("off");
+  if (frame.off) out.hex(*frame.off); else out.raw("null");
+  out.ch('}');
+}
+
+void FrameNamer::append_frames_json(LineBuffer& out, std::span<const std::uintptr_t> ips) {
+  out.key("frames").ch('[');
+  bool first = true;
+  for (std::uintptr_t ip : ips) {
+    if (!first) out.ch(',');
+    append_json(out, name(ip));
+    first = false;
+  }
+  out.ch(']');
+}
+
+}  // namespace cumemtrace::preload

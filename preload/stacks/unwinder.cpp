@@ -1,0 +1,172 @@
+#include "stacks/unwinder.h"
+
+#define UNW_LOCAL_ONLY
+#include <dlfcn.h>
+#include <libunwind.h>
+#include <link.h>
+#include <unwind.h>
+
+#include <algorithm>
+#include <cstdint>
+
+#include "diagnostics.h"
+
+#ifndef CUMEMTRACE_LIBUNWIND_SONAME
+#define CUMEMTRACE_LIBUNWIND_SONAME "libunwind.so.8"
+#endif
+
+// libunwind.h maps the unw_* names to the architecture's exported symbols
+// (unw_init_local2 → _ULx86_64_init_local2): dlsym needs the expansion.
+#define CUMEMTRACE_SYMBOL_NAME_(x) #x
+#define CUMEMTRACE_SYMBOL_NAME(x) CUMEMTRACE_SYMBOL_NAME_(x)
+
+namespace cumemtrace::preload {
+namespace {
+
+// Frames of ours on top of the application's: the hook, the recorder, the
+// stack recorder and the capture itself, with room to spare.
+constexpr std::size_t kOwnFramesAllowance = 16;
+
+struct Libunwind {
+  decltype(&unw_backtrace) backtrace = nullptr;
+  decltype(&unw_init_local2) init_local2 = nullptr;
+  decltype(&unw_set_reg) set_reg = nullptr;
+  decltype(&unw_get_proc_name) get_proc_name = nullptr;
+#if defined(__x86_64__)
+  decltype(&unw_tdep_getcontext) getcontext = nullptr;  // a function only on x86-64
+#endif
+};
+
+struct CodeRange {
+  std::uintptr_t begin = 0;
+  std::uintptr_t end = 0;
+  bool contains(std::uintptr_t ip) const { return ip >= begin && ip < end; }
+};
+
+struct Unwinding {
+  Libunwind lib;
+  CodeRange own;  // libcumemtrace.so's executable segments
+};
+
+template <typename Fn>
+void resolve(void* handle, Fn& slot, const char* name) {
+  slot = reinterpret_cast<Fn>(::dlsym(handle, name));
+}
+
+Libunwind open_libunwind() {
+  Libunwind lib;
+  // RTLD_LOCAL: see unwinder.h. Never closed: its per-thread caches live on.
+  void* handle = ::dlopen(CUMEMTRACE_LIBUNWIND_SONAME, RTLD_LAZY | RTLD_LOCAL);
+  if (handle == nullptr) {
+    warn("cannot load %s (%s); call stacks use the slower libgcc unwinder",
+         CUMEMTRACE_LIBUNWIND_SONAME, ::dlerror());
+    return lib;
+  }
+  resolve(handle, lib.backtrace, CUMEMTRACE_SYMBOL_NAME(unw_backtrace));
+  resolve(handle, lib.init_local2, CUMEMTRACE_SYMBOL_NAME(unw_init_local2));
+  resolve(handle, lib.set_reg, CUMEMTRACE_SYMBOL_NAME(unw_set_reg));
+  resolve(handle, lib.get_proc_name, CUMEMTRACE_SYMBOL_NAME(unw_get_proc_name));
+#if defined(__x86_64__)
+  resolve(handle, lib.getcontext, CUMEMTRACE_SYMBOL_NAME(unw_tdep_getcontext));
+#endif
+  return lib;
+}
+
+int own_range_callback(dl_phdr_info* info, std::size_t, void* data) {
+  auto* search = static_cast<std::pair<std::uintptr_t, CodeRange>*>(data);
+  CodeRange range{UINTPTR_MAX, 0};
+  bool holds_probe = false;
+  for (int i = 0; i < info->dlpi_phnum; ++i) {
+    const ElfW(Phdr)& segment = info->dlpi_phdr[i];
+    if (segment.p_type != PT_LOAD || (segment.p_flags & PF_X) == 0) continue;
+    const std::uintptr_t begin = info->dlpi_addr + segment.p_vaddr;
+    const std::uintptr_t end = begin + segment.p_memsz;
+    range.begin = std::min(range.begin, begin);
+    range.end = std::max(range.end, end);
+    holds_probe = holds_probe || (search->first >= begin && search->first < end);
+  }
+  if (!holds_probe) return 0;
+  search->second = range;
+  return 1;  // found: stop iterating
+}
+
+CodeRange own_code_range() {
+  std::pair<std::uintptr_t, CodeRange> search{reinterpret_cast<std::uintptr_t>(&own_code_range), {}};
+  ::dl_iterate_phdr(&own_range_callback, &search);
+  return search.second;
+}
+
+const Unwinding& unwinding() {
+  static const Unwinding instance{open_libunwind(), own_code_range()};
+  return instance;
+}
+
+struct GccWalk {
+  void** out;
+  int count;
+  int max;
+};
+
+_Unwind_Reason_Code gcc_step(_Unwind_Context* context, void* arg) {
+  auto* walk = static_cast<GccWalk*>(arg);
+  if (walk->count >= walk->max) return _URC_END_OF_STACK;
+  const _Unwind_Ptr ip = _Unwind_GetIP(context);
+  if (ip == 0) return _URC_END_OF_STACK;
+  walk->out[walk->count++] = reinterpret_cast<void*>(ip);
+  return _URC_NO_REASON;
+}
+
+int gcc_backtrace(void** out, int max) {
+  GccWalk walk{out, 0, max};
+  _Unwind_Backtrace(&gcc_step, &walk);
+  return walk.count;
+}
+
+std::size_t capture(std::uintptr_t* out, std::size_t max) {
+  const Unwinding& u = unwinding();
+  void* raw[StackTable::kMaxDepth + kOwnFramesAllowance];
+  const int want = static_cast<int>(std::min(max + kOwnFramesAllowance, std::size(raw)));
+  const int n = u.lib.backtrace ? u.lib.backtrace(raw, want) : gcc_backtrace(raw, want);
+  std::size_t kept = 0;
+  for (int i = 0; i < n && kept < max; ++i) {
+    const auto ip = reinterpret_cast<std::uintptr_t>(raw[i]);
+    if (!u.own.contains(ip)) out[kept++] = ip;
+  }
+  return kept;
+}
+
+bool symbol_table_lookup(std::uintptr_t address, std::string& mangled) {
+#if defined(__x86_64__)
+  const Libunwind& lib = unwinding().lib;
+  if (!lib.getcontext || !lib.init_local2 || !lib.set_reg || !lib.get_proc_name) return false;
+  // A cursor on our own frame, moved to `address`: libunwind then finds the
+  // object file holding it and searches its .symtab as well as .dynsym.
+  // UNW_INIT_SIGNAL_FRAME makes it take the address as exact, not as a
+  // return address to step back from.
+  unw_context_t context;
+  unw_cursor_t cursor;
+  if (lib.getcontext(&context) != 0 || lib.init_local2(&cursor, &context, UNW_INIT_SIGNAL_FRAME) != 0 ||
+      lib.set_reg(&cursor, UNW_REG_IP, address) != 0) {
+    return false;
+  }
+  char name[4096];
+  unw_word_t offset = 0;
+  const int rc = lib.get_proc_name(&cursor, name, sizeof name, &offset);
+  if (rc != 0 && rc != -UNW_ENOMEM) return false;  // ENOMEM: the name was truncated
+  name[sizeof name - 1] = '\0';
+  mangled = name;
+  return !mangled.empty();
+#else
+  (void)address;
+  (void)mangled;
+  return false;
+#endif
+}
+
+}  // namespace
+
+StackPlatform native_stack_platform() {
+  return StackPlatform{&capture, &symbol_table_lookup};
+}
+
+}  // namespace cumemtrace::preload

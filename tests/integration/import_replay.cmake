@@ -1,0 +1,36 @@
+# import-torch on real PyTorch snapshots, replay of traces through the
+# caching pool, and the seeds' workload (tests/apps/seeds_transformer). The snapshots are not in the repository: they are found in
+# CUMEMTRACE_TORCH_SNAPSHOTS (the tests skip, saying so, when it is missing).
+set(CUMEMTRACE_TORCH_SNAPSHOTS "${CMAKE_SOURCE_DIR}/../shared/traces/torch" CACHE PATH
+  "Directory of real PyTorch memory snapshots (*.pickle and SOURCES.md)")
+add_executable(import_replay_integration_tests
+  integration_support.cpp
+  seeds_workload_test.cpp
+  torch_snapshots_test.cpp)
+target_link_libraries(import_replay_integration_tests PRIVATE
+  cumemtrace_analysis cumemtrace_analysis_internal cumemtrace_test_support cumemtrace_warnings
+  nlohmann_json::nlohmann_json GTest::gtest_main)
+target_compile_definitions(import_replay_integration_tests PRIVATE
+  CUMEMTRACE_CLI="$<TARGET_FILE:cumemtrace>"
+  CUMEMTRACE_APPS_DIR="${CMAKE_BINARY_DIR}/tests/apps"
+  SIMCUDA_LIBRARY_DIR="${SIMCUDA_LIBRARY_DIR}"
+  CUMEMTRACE_TORCH_SNAPSHOTS="${CUMEMTRACE_TORCH_SNAPSHOTS}")
+add_dependencies(import_replay_integration_tests cumemtrace cumemtrace_preload seeds_transformer
+  simcuda_runtime simcuda_driver)
+gtest_discover_tests(import_replay_integration_tests TEST_PREFIX "integration." DISCOVERY_TIMEOUT 60
+  PROPERTIES TIMEOUT 300)
+
+# Golden test of `cumemtrace replay --format json` on a hand-written
+# passthrough trace (replay_golden/README.md works its figures out).
+set(CUMEMTRACE_REPLAY_GOLDEN_DIR ${CMAKE_CURRENT_SOURCE_DIR}/replay_golden)
+add_test(NAME golden_replay_mixed_json
+  COMMAND ${CMAKE_COMMAND}
+    -DCUMEMTRACE=$<TARGET_FILE:cumemtrace>
+    -DSUBCOMMAND=replay
+    "-DEXTRA_ARGS=--pool-conf$<SEMICOLON>pytorch"
+    -DTRACES=mixed.jsonl
+    -DFORMAT=json
+    -DTRACES_DIR=${CUMEMTRACE_REPLAY_GOLDEN_DIR}/traces
+    -DEXPECTED=${CUMEMTRACE_REPLAY_GOLDEN_DIR}/expected/mixed.json
+    -DACTUAL_DIR=${CMAKE_CURRENT_BINARY_DIR}/golden_actual
+    -P ${CMAKE_CURRENT_SOURCE_DIR}/golden/compare_report.cmake)

@@ -1,0 +1,258 @@
+// Call stacks and markers, end to end: programs from tests/apps under
+// `cumemtrace run` on the simulated device.
+#include <gtest/gtest.h>
+#include <limits.h>
+#include <stdlib.h>
+
+#include <map>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "integration_support.h"
+
+using namespace cumemtrace::testing;
+using nlohmann::json;
+
+namespace {
+
+struct Traced {
+  CommandResult run;
+  std::vector<json> lines;
+  std::map<std::uint64_t, json> stacks;  // id -> frames
+};
+
+// Runs an app under `cumemtrace run`; checks that every stack id an event
+// uses was written earlier in the file, exactly once.
+Traced trace_app(const std::string& app, const EnvChanges& env = {}) {
+  TempDir dir;
+  Traced t;
+  EnvChanges all = {{"CUMEMTRACE_STACKS", std::nullopt}, {"NVTX_INJECTION64_PATH", std::nullopt}};
+  all.insert(all.end(), env.begin(), env.end());
+  t.run = run_command({CUMEMTRACE_CLI, "run", "--output", dir / "t.jsonl", "--", CUMEMTRACE_APPS_DIR "/" + app},
+                      sim_environment(all));
+  EXPECT_EQ(t.run.exit_code, 0) << t.run.err;
+  t.lines = read_json_lines(dir / "t.jsonl");
+  for (const json& line : t.lines) {
+    if (line["ev"] == "stack") {
+      const auto id = line["id"].get<std::uint64_t>();
+      EXPECT_FALSE(t.stacks.contains(id)) << "stack " << id << " written twice";
+      t.stacks[id] = line["frames"];
+    } else if (line.contains("stack")) {
+      const auto id = line["stack"].get<std::uint64_t>();
+      EXPECT_TRUE(id == 0 || t.stacks.contains(id)) << "stack " << id << " used before it was written";
+    }
+  }
+  return t;
+}
+
+struct Site {
+  std::string name;
+  std::string ptr;
+};
+
+// The "site PTR" lines a program printed, one per allocation, in order.
+std::vector<Site> printed_sites(const std::string& out) {
+  std::vector<Site> sites;
+  std::istringstream in(out);
+  for (Site s; in >> s.name >> s.ptr;) sites.push_back(s);
+  return sites;
+}
+
+std::string real_path(const std::string& path) {
+  char resolved[PATH_MAX];
+  return ::realpath(path.c_str(), resolved) ? resolved : path;
+}
+
+// [start, start + size) of a function in an executable, from its symbol table.
+std::pair<std::uint64_t, std::uint64_t> symbol_range(const std::string& binary, const std::string& fn) {
+  const auto nm = run_command({"/usr/bin/nm", "-C", "-S", "--defined-only", binary});
+  std::istringstream in(nm.out);
+  for (std::string line; std::getline(in, line);) {
+    std::istringstream fields(line);
+    std::string address, size, type;
+    fields >> address >> size >> type;
+    std::string name;
+    std::getline(fields >> std::ws, name);
+    if (name == fn) {
+      const auto start = std::stoull(address, nullptr, 16);
+      return {start, start + std::stoull(size, nullptr, 16)};
+    }
+  }
+  ADD_FAILURE() << fn << " not found in " << binary;
+  return {0, 0};
+}
+
+std::uint64_t hex(const json& value) { return std::stoull(value.get<std::string>(), nullptr, 16); }
+
+TEST(CallStacks, EachSiteIsNamedInnermostFirstWithoutCumemtraceFrames) {
+  const Traced t = trace_app("stack_sites");
+  const auto sites = printed_sites(t.run.out);
+  ASSERT_EQ(sites.size(), 6u) << t.run.out;
+  EXPECT_EQ(t.lines.front()["config"]["stacks"], 32);
+
+  const std::string app = real_path(CUMEMTRACE_APPS_DIR "/stack_sites");
+  std::map<std::string, std::set<std::uint64_t>> ids_by_site;
+  int allocs = 0, frees = 0;
+  for (const json& line : t.lines) {
+    if (line["ev"] != "alloc" && line["ev"] != "free") continue;
+    SCOPED_TRACE(line.dump());
+    const auto id = line["stack"].get<std::uint64_t>();
+    ASSERT_NE(id, 0u);
+    const json& frames = t.stacks.at(id);
+    ASSERT_GE(frames.size(), 2u);
+    for (const json& f : frames) {
+      if (f["module"].is_string()) {
+        EXPECT_EQ(f["module"].get<std::string>().find("libcumemtrace"), std::string::npos) << f;
+      }
+    }
+    std::string expected_fn;
+    if (line["ev"] == "alloc") {
+      const Site& printed = sites.at(allocs++);
+      EXPECT_EQ(line["ptr"], printed.ptr);
+      const std::string site = printed.name;
+      expected_fn = "stack_sites::allocate_" + site + "(unsigned long)";
+      ids_by_site[site].insert(id);
+    } else {
+      ++frees;
+      expected_fn = "stack_sites::release(void*)";
+      ids_by_site["release"].insert(id);
+    }
+    EXPECT_EQ(frames[0]["fn"], expected_fn);
+    EXPECT_EQ(frames[0]["module"], app);
+    // off is the return address in the file's own addresses: just past the
+    // call, inside the function.
+    const auto [start, end] = symbol_range(app, expected_fn);
+    const auto off = hex(frames[0]["off"]);
+    EXPECT_GT(off, start);
+    EXPECT_LE(off, end);
+    EXPECT_EQ(hex(frames[0]["ip"]) - off, hex(frames[1]["ip"]) - hex(frames[1]["off"]))
+        << "one load bias for the two frames of the executable";
+    EXPECT_EQ(frames[1]["fn"], "main");
+  }
+  EXPECT_EQ(allocs, 6);
+  EXPECT_EQ(frees, 6);
+  // Three iterations through the same call sites: one stack per site, two
+  // for release (called from two lines of main).
+  EXPECT_EQ(ids_by_site["weights"].size(), 1u);
+  EXPECT_EQ(ids_by_site["activations"].size(), 1u);
+  EXPECT_EQ(ids_by_site["release"].size(), 2u);
+  EXPECT_NE(ids_by_site["weights"], ids_by_site["activations"]);
+  EXPECT_EQ(t.stacks.size(), 4u);
+}
+
+TEST(CallStacks, DepthZeroWritesNoStacks) {
+  const Traced t = trace_app("stack_sites", {{"CUMEMTRACE_STACKS", "0"}});
+  EXPECT_EQ(t.lines.front()["config"]["stacks"], 0);
+  EXPECT_TRUE(t.stacks.empty());
+  int events = 0;
+  for (const json& line : t.lines) {
+    if (line["ev"] == "alloc" || line["ev"] == "free") {
+      EXPECT_EQ(line["stack"], 0) << line;
+      ++events;
+    }
+  }
+  EXPECT_EQ(events, 12);
+}
+
+TEST(CallStacks, DepthFourKeepsTheInnermostFourFrames) {
+  const Traced t = trace_app("stack_sites", {{"CUMEMTRACE_STACKS", "4"}});
+  EXPECT_EQ(t.lines.front()["config"]["stacks"], 4);
+  ASSERT_FALSE(t.stacks.empty());
+  for (const auto& [id, frames] : t.stacks) {
+    EXPECT_GE(frames.size(), 1u);
+    EXPECT_LE(frames.size(), 4u) << frames;
+    EXPECT_NE(frames[0]["fn"].get<std::string>().find("stack_sites::"), std::string::npos) << frames;
+  }
+}
+
+TEST(CallStacks, BadDepthWarnsOnceAndKeepsTheDefault) {
+  const Traced t = trace_app("stack_sites", {{"CUMEMTRACE_STACKS", "deep"}});
+  EXPECT_EQ(t.lines.front()["config"]["stacks"], 32);
+  const std::string warning = "CUMEMTRACE_STACKS='deep'";
+  const auto first = t.run.err.find(warning);
+  EXPECT_NE(first, std::string::npos) << t.run.err;
+  EXPECT_EQ(t.run.err.find(warning, first + 1), std::string::npos) << t.run.err;
+  EXPECT_FALSE(t.stacks.empty());
+}
+
+#if defined(__x86_64__)  // the app's trampoline is x86-64 machine code
+TEST(CallStacks, GeneratedCodeIsNamedFromThePerfMapAsItGrows) {
+  const Traced t = trace_app("stack_perf_map");
+  const auto sites = printed_sites(t.run.out);
+  ASSERT_EQ(sites.size(), 3u) << t.run.out;
+  const std::string map = "/tmp/perf-" + std::to_string(t.lines.front()["pid"].get<long>()) + ".map";
+  EXPECT_FALSE(file_exists(map)) << "the program removes its map";
+
+  std::map<std::string, json> frames_of;
+  std::size_t allocs = 0;
+  for (const json& line : t.lines) {
+    if (line["ev"] != "alloc") continue;
+    const Site& printed = sites.at(allocs++);
+    EXPECT_EQ(line["ptr"], printed.ptr);
+    frames_of[printed.name] = t.stacks.at(line["stack"]);
+  }
+  ASSERT_EQ(frames_of.size(), 3u);
+  for (const auto& [site, frames] : frames_of) {
+    SCOPED_TRACE(site + ": " + frames.dump());
+    ASSERT_GE(frames.size(), 3u);
+    EXPECT_EQ(frames[0]["fn"], "(anonymous namespace)::jit_callee(void*)");
+    const json& jit = frames[1];
+    if (site == "unlisted") {
+      EXPECT_TRUE(jit["fn"].is_null());
+      EXPECT_TRUE(jit["module"].is_null());
+    } else {
+      EXPECT_EQ(jit["fn"], site == "train_step" ? "py::train_step:/work/train.py"
+                                                : "py::load_batch:/work/data.py");
+      EXPECT_EQ(jit["module"], map);
+      EXPECT_EQ(jit["off"], "0xc");  // the return address: after the 12 bytes up to the call
+    }
+    EXPECT_EQ(frames[2]["fn"], "main") << "unwinding went on through the generated frame";
+  }
+}
+#endif
+
+struct Mark {
+  std::string kind;
+  std::string name;
+  bool operator==(const Mark&) const = default;
+};
+
+void PrintTo(const Mark& m, std::ostream* os) { *os << m.kind << " '" << m.name << "'"; }
+
+TEST(Markers, NvtxAndTheMarkerApiBecomeMarksInProgramOrder) {
+  const Traced t = trace_app("markers_app");
+  EXPECT_EQ(t.run.out, "levels 0 1 1 1 1 1 1 0 0 0\n");
+  std::vector<Mark> marks;
+  std::int64_t tid = -1;
+  std::size_t marks_before_alloc = 0;
+  for (const json& line : t.lines) {
+    if (line["ev"] == "alloc") marks_before_alloc = marks.size();
+    if (line["ev"] != "mark") continue;
+    marks.push_back({line["kind"], line["name"]});
+    if (tid < 0) tid = line["tid"];
+    EXPECT_EQ(line["tid"], tid);
+  }
+  const std::vector<Mark> expected = {
+      {"instant", "start"},      {"push", "epoch 1"},     {"push", "step"},
+      {"instant", "checkpoint"}, {"pop", "step"},         {"push", "wide \u00fc"},
+      {"pop", "wide \u00fc"},    {"push", "ex push"},     {"instant", "ex mark"},
+      {"pop", "ex push"},        {"push", "prefetch"},    {"instant", "batch ready"},
+      {"pop", "prefetch"},       {"pop", "epoch 1"},      {"instant", "quote \" backslash \\ newline \n end"},
+  };
+  EXPECT_EQ(marks, expected);
+  EXPECT_EQ(marks_before_alloc, 2u) << "the allocation happened inside 'epoch 1', before 'step'";
+}
+
+TEST(Markers, TheProgramRunsWithoutCumemtrace) {
+  const auto r = run_command({CUMEMTRACE_APPS_DIR "/markers_app"},
+                             sim_environment({{"NVTX_INJECTION64_PATH", std::nullopt},
+                                              {"LD_PRELOAD", std::nullopt}}));
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  // NVTX without a tool answers -2 (NVTX_NO_PUSH_POP_TRACKING); the weak
+  // cumemtrace_range_* calls were skipped (-1).
+  EXPECT_EQ(r.out, "levels -2 -1 -1 -2 -2 -2 -2 -2 -2 -2\n");
+}
+
+}  // namespace

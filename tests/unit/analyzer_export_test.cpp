@@ -1,0 +1,368 @@
+// `cumemtrace export`: the CSV of events read back by an RFC 4180 parser
+// written here, and the Perfetto JSON parsed and checked for structure
+// (every event has ph/ts/pid, slices nest, counters reach the analysis'
+// peaks at their times).
+#include <gtest/gtest.h>
+#include <zstd.h>
+
+#include <filesystem>
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <set>
+#include <sstream>
+
+#include "analyzer_test_support.h"
+#include "cumemtrace/analyzer/analysis.h"
+#include "cumemtrace/analyzer/export.h"
+#include "cumemtrace/analyzer/trace_reader.h"
+
+namespace cumemtrace::analyzer {
+namespace {
+
+using Rows = std::vector<std::vector<std::string>>;
+
+// RFC 4180: fields separated by commas, records by CRLF or LF; a field in
+// double quotes may hold commas, newlines and doubled quotes. Fails the test
+// on anything else (a stray quote, an unterminated field).
+Rows parse_csv(const std::string& text) {
+  Rows rows;
+  std::vector<std::string> row;
+  std::string field;
+  std::size_t i = 0;
+  bool at_field_start = true;
+  while (i < text.size()) {
+    const char c = text[i];
+    if (at_field_start && c == '"') {
+      ++i;
+      for (;;) {
+        if (i >= text.size()) {
+          ADD_FAILURE() << "unterminated quoted field";
+          return rows;
+        }
+        if (text[i] == '"') {
+          if (i + 1 < text.size() && text[i + 1] == '"') {
+            field += '"';
+            i += 2;
+            continue;
+          }
+          ++i;
+          break;
+        }
+        field += text[i++];
+      }
+      at_field_start = false;
+      if (i < text.size() && text[i] != ',' && text[i] != '\n' && text[i] != '\r') {
+        ADD_FAILURE() << "text after a closing quote at byte " << i;
+        return rows;
+      }
+      continue;
+    }
+    if (c == ',') {
+      row.push_back(std::move(field));
+      field.clear();
+      at_field_start = true;
+      ++i;
+    } else if (c == '\n' || c == '\r') {
+      if (c == '\r' && i + 1 < text.size() && text[i + 1] == '\n') ++i;
+      row.push_back(std::move(field));
+      field.clear();
+      rows.push_back(std::move(row));
+      row.clear();
+      at_field_start = true;
+      ++i;
+    } else {
+      if (c == '"') ADD_FAILURE() << "quote inside an unquoted field at byte " << i;
+      field += c;
+      at_field_start = false;
+      ++i;
+    }
+  }
+  EXPECT_TRUE(row.empty() && field.empty()) << "last record without a line end";
+  return rows;
+}
+
+TEST(ExportCsv, TheTestParserFollowsRfc4180) {
+  EXPECT_EQ(parse_csv("a,b\r\n\"x,\"\"y\"\"\nz\",\n"),
+            (Rows{{"a", "b"}, {"x,\"y\"\nz", ""}}));
+}
+
+std::string write_trace(const testing::TempDir& tmp, const std::string& text) {
+  testing::write_file(tmp.path("t.jsonl"), text);
+  return tmp.path("t.jsonl");
+}
+
+const std::string kStackLine =
+    R"json({"ev":"stack","id":3,"frames":[{"ip":"0x10","fn":null,"module":"/lib/x.so"},{"ip":"0x20","fn":"f(int, char)","module":"/bin/a"}]})json";
+
+std::string event_trace() {
+  return testing::join_lines(
+      {testing::header_line(), R"({"ev":"device","t":1,"dev":0,"name":"GPU","total":1000})", kStackLine,
+       R"({"ev":"segment_alloc","t":5,"dev":0,"ptr":"0x1000","size":4096,"api":"cuMemAlloc_v2"})",
+       R"({"ev":"alloc","t":10,"tid":7,"api":"cudaMallocAsync","kind":"device","dev":0,"ptr":"0x1000","size":100,"block":512,"stream":"0xab","stack":3})",
+       R"({"ev":"mark","t":12,"tid":8,"name":"a,\"b\"\nc","kind":"push"})",
+       R"({"ev":"pool","t":13,"dev":0,"allocated":100,"reserved":4096,"cached_free":3584,"largest_free":3000,"free_blocks":2,"inactive_split":64})",
+       R"({"ev":"oom","t":14,"tid":7,"api":"cudaMalloc","dev":0,"size":9999,"block":10240,"allocated":100,"reserved":4096,"cached_free":3584,"largest_free":3000,"device_free":5,"device_total":1000,"cause":"capacity","stack":3})",
+       R"({"ev":"error","t":15,"tid":7,"api":"cudaFree","ptr":"0xdead","what":"double_free","stack":0})",
+       testing::free_line(16, "0x1000", 100),
+       R"({"ev":"segment_free","t":17,"dev":0,"ptr":"0x1000","size":4096})", testing::end_line(20)});
+}
+
+TEST(ExportCsv, OneRowPerEventWithEveryFieldInItsColumn) {
+  testing::TempDir tmp;
+  TraceReader reader(write_trace(tmp, event_trace()));
+  std::ostringstream out;
+  const ExportSummary summary = export_events_csv(reader, out);
+  const Rows rows = parse_csv(out.str());
+  ASSERT_EQ(rows.size(), 9u);  // header + 8 events (not header, device, stack or end)
+  EXPECT_EQ(summary.records, 8u);
+  const std::vector<std::string>& header = rows[0];
+  std::map<std::string, std::size_t> column;
+  for (std::size_t i = 0; i < header.size(); ++i) column[header[i]] = i;
+  for (const auto& row : rows) ASSERT_EQ(row.size(), header.size());
+  const auto at = [&](std::size_t row, const char* name) { return rows[row][column.at(name)]; };
+
+  EXPECT_EQ(at(1, "ev"), "segment_alloc");
+  EXPECT_EQ(at(1, "ptr"), "0x1000");
+  EXPECT_EQ(at(1, "api"), "cuMemAlloc_v2");
+  EXPECT_EQ(at(2, "ev"), "alloc");
+  EXPECT_EQ(at(2, "t"), "10");
+  EXPECT_EQ(at(2, "tid"), "7");
+  EXPECT_EQ(at(2, "size"), "100");
+  EXPECT_EQ(at(2, "block"), "512");
+  EXPECT_EQ(at(2, "kind"), "device");
+  EXPECT_EQ(at(2, "stream"), "0xab");
+  EXPECT_EQ(at(2, "stack"), "3");
+  EXPECT_EQ(at(2, "function"), "f(int, char)");  // the innermost named frame
+  EXPECT_EQ(at(3, "ev"), "mark");
+  EXPECT_EQ(at(3, "name"), "a,\"b\"\nc");
+  EXPECT_EQ(at(3, "dev"), "");
+  EXPECT_EQ(at(4, "inactive_split"), "64");
+  EXPECT_EQ(at(4, "cached_free"), "3584");
+  EXPECT_EQ(at(5, "cause"), "capacity");
+  EXPECT_EQ(at(5, "device_total"), "1000");
+  EXPECT_EQ(at(5, "block"), "10240");
+  EXPECT_EQ(at(6, "what"), "double_free");
+  EXPECT_EQ(at(6, "ptr"), "0xdead");
+  EXPECT_EQ(at(7, "ev"), "free");
+  EXPECT_EQ(at(7, "block"), "");
+  EXPECT_EQ(at(8, "ev"), "segment_free");
+}
+
+// A random trace with two devices, two threads of nested marks, OOMs.
+std::string random_trace(std::uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::vector<std::string> lines{testing::header_line()};
+  std::vector<std::pair<std::string, int>> live;
+  std::map<int, int> depth;
+  std::uint64_t t = 100;
+  for (int i = 0; i < 3000; ++i) {
+    t += 1 + rng() % 1000;
+    const int dev = static_cast<int>(rng() % 2);
+    const unsigned roll = rng() % 100;
+    char ptr[32];
+    std::snprintf(ptr, sizeof ptr, "0x%x", 0x10000 + i * 0x100);
+    if (roll < 40 && !live.empty()) {
+      const std::size_t k = rng() % live.size();
+      lines.push_back(testing::free_line(t, live[k].first.c_str(), 0, live[k].second));
+      live[k] = live.back();
+      live.pop_back();
+    } else if (roll < 50) {
+      const int tid = 7 + static_cast<int>(rng() % 2);
+      const bool push = depth[tid] == 0 || rng() % 2 == 0;
+      depth[tid] += push ? 1 : -1;
+      lines.push_back(R"({"ev":"mark","t":)" + std::to_string(t) + R"(,"tid":)" + std::to_string(tid) +
+                      R"(,"name":"range )" + std::to_string(i) + R"(","kind":")" + (push ? "push" : "pop") + "\"}");
+    } else if (roll < 52) {
+      lines.push_back(R"({"ev":"oom","t":)" + std::to_string(t) + R"(,"tid":7,"api":"cudaMalloc","dev":)" +
+                      std::to_string(dev) +
+                      R"(,"size":1,"allocated":0,"reserved":0,"cached_free":0,"largest_free":0,"device_free":0,"device_total":0,"cause":"capacity","stack":0})");
+    } else if (roll < 56) {
+      lines.push_back(R"({"ev":"segment_alloc","t":)" + std::to_string(t) + R"(,"dev":)" + std::to_string(dev) +
+                      R"(,"ptr":"0x9)" + std::to_string(i) + R"(","size":)" + std::to_string(1 + rng() % 100000) + R"(,"api":"cuMemAlloc_v2"})");
+    } else {
+      lines.push_back(testing::alloc_line(t, ptr, 1 + rng() % 50000, dev));
+      live.emplace_back(ptr, dev);
+    }
+  }
+  lines.push_back(R"({"ev":"mark","t":)" + std::to_string(t + 1) + R"(,"tid":9,"name":"stray","kind":"pop"})");
+  lines.push_back(testing::end_line(t + 10));
+  return testing::join_lines(lines);
+}
+
+TEST(ExportPerfetto, EveryEventIsWellFormedAndCountersReachTheAnalysisPeaks) {
+  testing::TempDir tmp;
+  const std::string path = write_trace(tmp, random_trace(3));
+  std::ostringstream out;
+  TraceReader reader(path);
+  const ExportSummary summary = export_perfetto(reader, out);
+  const nlohmann::json j = nlohmann::json::parse(out.str());
+  ASSERT_TRUE(j["traceEvents"].is_array());
+  EXPECT_EQ(summary.records, j["traceEvents"].size());
+  EXPECT_EQ(summary.unmatched_pops, 1u);  // the stray pop on thread 9
+
+  TraceReader again(path);
+  Analysis analysis;
+  while (const TraceEvent* e = again.next()) analysis.consume(*e);
+
+  std::map<std::string, std::pair<double, double>> counter_max;  // name -> value, ts
+  std::map<std::uint64_t, std::vector<std::string>> open;        // tid -> slice names
+  std::set<std::uint64_t> named_threads;
+  std::size_t ooms = 0;
+  double last_ts = 0;
+  for (const auto& e : j["traceEvents"]) {
+    ASSERT_TRUE(e.contains("ph") && e["ph"].is_string()) << e;
+    ASSERT_TRUE(e.contains("ts") && e["ts"].is_number()) << e;
+    ASSERT_TRUE(e.contains("pid") && e["pid"].is_number_integer()) << e;
+    EXPECT_EQ(e["pid"], 4242);  // the header's pid
+    const std::string ph = e["ph"];
+    const double ts = e["ts"];
+    if (ph != "M") {
+      EXPECT_GE(ts, last_ts) << e;  // streamed in time order
+      last_ts = ts;
+      EXPECT_TRUE(named_threads.count(e["tid"].get<std::uint64_t>())) << "thread named before use: " << e;
+    }
+    if (ph == "M") {
+      if (e["name"] == "thread_name") named_threads.insert(e["tid"].get<std::uint64_t>());
+    } else if (ph == "C") {
+      const double value = e["args"]["bytes"];
+      auto [it, inserted] = counter_max.try_emplace(e["name"], value, ts);
+      if (value > it->second.first) it->second = {value, ts};
+    } else if (ph == "B") {
+      open[e["tid"]].push_back(e["name"]);
+    } else if (ph == "E") {
+      auto& stack = open[e["tid"]];
+      ASSERT_FALSE(stack.empty()) << e;
+      EXPECT_EQ(stack.back(), e["name"]);
+      stack.pop_back();
+    } else if (ph == "i") {
+      if (e["cat"] == "oom") {
+        ++ooms;
+        EXPECT_EQ(e["s"], "p");
+      }
+    } else {
+      ADD_FAILURE() << "unexpected phase " << ph;
+    }
+  }
+  for (const auto& [tid, stack] : open) EXPECT_TRUE(stack.empty()) << "thread " << tid << " left open";
+  EXPECT_EQ(ooms, analysis.total().ooms);
+  ASSERT_EQ(analysis.devices().size(), 2u);
+  for (const auto& [dev, info] : analysis.devices()) {
+    const auto& allocated = counter_max.at("allocated dev " + std::to_string(dev));
+    EXPECT_EQ(allocated.first, static_cast<double>(info.memory.allocated.peak));
+    EXPECT_EQ(std::llround(allocated.second * 1000), static_cast<long long>(info.memory.allocated.peak_t));
+    const auto& reserved = counter_max.at("reserved dev " + std::to_string(dev));
+    EXPECT_EQ(reserved.first, static_cast<double>(info.memory.reserved.peak));
+    EXPECT_EQ(std::llround(reserved.second * 1000), static_cast<long long>(info.memory.reserved.peak_t));
+  }
+}
+
+TEST(ExportPerfetto, NamesAreJsonEscapedAndTimestampsAreExactMicroseconds) {
+  testing::TempDir tmp;
+  const std::string trace = testing::join_lines(
+      {testing::header_line(), R"({"ev":"mark","t":1234567,"tid":7,"name":"q\"uote\\ </script> \u00e9","kind":"instant"})",
+       testing::end_line(2000000)});
+  TraceReader reader(write_trace(tmp, trace));
+  std::ostringstream out;
+  export_perfetto(reader, out);
+  EXPECT_NE(out.str().find("\"ts\":1234.567,"), std::string::npos) << out.str();
+  const nlohmann::json j = nlohmann::json::parse(out.str());
+  bool found = false;
+  for (const auto& e : j["traceEvents"]) {
+    if (e["ph"] == "i") {
+      EXPECT_EQ(e["name"], "q\"uote\\ </script> \xC3\xA9");
+      found = true;
+    }
+  }
+  EXPECT_TRUE(found);
+}
+
+// The commands as users run them: exit codes, messages, output files.
+testing::CommandResult cli(std::vector<std::string> args) {
+  args.insert(args.begin(), testing::cli_path());
+  return testing::run_command(args);
+}
+
+void expect_one_error_line(const testing::CommandResult& r) {
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_EQ(r.err.rfind("cumemtrace: ", 0), 0u) << r.err;
+  ASSERT_FALSE(r.err.empty());
+  EXPECT_EQ(r.err.find('\n'), r.err.size() - 1) << r.err;
+}
+
+std::vector<std::string> files_in(const std::string& dir) {
+  std::vector<std::string> names;
+  for (const auto& entry : std::filesystem::directory_iterator(dir)) names.push_back(entry.path().filename());
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+TEST(ExportCli, UsageErrorsExitTwo) {
+  testing::TempDir tmp;
+  const std::string trace = write_trace(tmp, event_trace());
+  EXPECT_EQ(cli({"export", trace}).exit_code, 2);  // --format is required
+  EXPECT_EQ(cli({"export", trace, "--format", "xml"}).exit_code, 2);
+  EXPECT_EQ(cli({"timeline", trace, "--format", "xml"}).exit_code, 2);
+  EXPECT_EQ(cli({"timeline", trace, "--points", "0"}).exit_code, 2);
+  EXPECT_EQ(cli({"timeline", trace, "--points", "many"}).exit_code, 2);
+  expect_one_error_line(cli({"export", tmp.path("missing.jsonl"), "--format", "csv"}));
+  expect_one_error_line(cli({"timeline", tmp.path("missing.jsonl")}));
+  const testing::CommandResult unwritable =
+      cli({"export", trace, "--format", "perfetto", "-o", tmp.path("no/such/dir/out.json")});
+  expect_one_error_line(unwritable);
+  EXPECT_NE(unwritable.err.find("cannot write"), std::string::npos) << unwritable.err;
+}
+
+TEST(ExportCli, OutputFileHoldsExactlyWhatStdoutGets) {
+  testing::TempDir tmp;
+  const std::string trace = write_trace(tmp, event_trace());
+  for (const std::vector<std::string>& command :
+       {std::vector<std::string>{"export", trace, "--format", "perfetto"},
+        std::vector<std::string>{"export", trace, "--format", "csv"},
+        std::vector<std::string>{"timeline", trace, "--format", "json", "--points", "5"}}) {
+    const testing::CommandResult to_stdout = cli(command);
+    ASSERT_EQ(to_stdout.exit_code, 0) << to_stdout.err;
+    std::vector<std::string> with_file = command;
+    with_file.insert(with_file.end(), {"-o", tmp.path("out")});
+    const testing::CommandResult to_file = cli(with_file);
+    ASSERT_EQ(to_file.exit_code, 0) << to_file.err;
+    EXPECT_EQ(to_file.out, "");
+    EXPECT_EQ(testing::read_file(tmp.path("out")), to_stdout.out);
+    EXPECT_GT(to_stdout.out.size(), 100u);
+  }
+  EXPECT_EQ(files_in(tmp.dir()), (std::vector<std::string>{"out", "t.jsonl"}));  // no temporary left
+}
+
+TEST(ExportCli, UnreadableDataMidwayLeavesNoOutputFile) {
+  testing::TempDir tmp;
+  // A valid zstd frame with the first lines, then a frame that is garbage.
+  std::vector<std::string> lines{testing::header_line()};
+  for (int i = 0; i < 1000; ++i) lines.push_back(testing::alloc_line(static_cast<std::uint64_t>(i), "0x10", 1));
+  const std::string text = testing::join_lines(lines);
+  std::string frame(ZSTD_compressBound(text.size()), '\0');
+  frame.resize(ZSTD_compress(frame.data(), frame.size(), text.data(), text.size(), 3));
+  testing::write_file(tmp.path("t.jsonl.zst"), frame + frame.substr(0, 4) + std::string(4096, '\xff'));
+  for (const char* format : {"csv", "perfetto"}) {
+    const testing::CommandResult r = cli({"export", tmp.path("t.jsonl.zst"), "--format", format, "-o", tmp.path("out")});
+    expect_one_error_line(r);
+    EXPECT_NE(r.err.find("corrupt zstd data"), std::string::npos) << r.err;
+  }
+  expect_one_error_line(cli({"timeline", tmp.path("t.jsonl.zst"), "-o", tmp.path("out")}));
+  EXPECT_EQ(files_in(tmp.dir()), (std::vector<std::string>{"t.jsonl.zst"}));
+}
+
+TEST(ExportCli, CutTraceIsExportedUpToTheCutWithAWarning) {
+  testing::TempDir tmp;
+  const std::string trace = write_trace(tmp, testing::header_line() + "\n" + testing::alloc_line(10, "0x1", 5) + "\n" +
+                                                 R"({"ev":"alloc","t":20,)");
+  const testing::CommandResult r = cli({"export", trace, "--format", "csv"});
+  EXPECT_EQ(r.exit_code, 0);
+  EXPECT_NE(r.err.find("cut short after line 2"), std::string::npos) << r.err;
+  EXPECT_EQ(parse_csv(r.out).size(), 2u);
+}
+
+}  // namespace
+}  // namespace cumemtrace::analyzer

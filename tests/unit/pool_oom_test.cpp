@@ -1,0 +1,154 @@
+// The out-of-memory ladder and its explanation.
+#include <gtest/gtest.h>
+
+#include "cumemtrace/pool/device_pool.h"
+#include "pool_test_support.h"
+
+using namespace pool_test;
+
+namespace {
+
+struct OomTest : ::testing::Test {
+  FakeUpstream up{256 * MiB};
+  RecordingObserver observer;
+  DevicePool pool{up, config_from("device_shards:1"), 3, &observer};
+  void TearDown() override {
+    EXPECT_EQ(pool.check_invariants(), "");
+    EXPECT_TRUE(up.violations.empty()) << up.violations.front();
+  }
+};
+
+}  // namespace
+
+TEST_F(OomTest, FragmentedDeviceFailsWithCauseFragmentationAndExactFigures) {
+  // Fill the device with 1 MiB blocks (two per 2 MiB segment), then free
+  // every other one: half the device is cached free, in 1 MiB holes.
+  std::vector<DevicePtr> blocks;
+  for (;;) {
+    const Allocation a = pool.allocate(MiB);
+    if (!a.ok()) break;
+    blocks.push_back(a.ptr);
+  }
+  ASSERT_EQ(blocks.size(), 256u);
+  observer.ooms.clear();
+  for (std::size_t i = 0; i < blocks.size(); i += 2) ASSERT_EQ(pool.free(blocks[i]).status, FreeStatus::ok);
+
+  const auto releases = up.release_calls;
+  const Allocation big = pool.allocate(100 * MiB);
+  ASSERT_FALSE(big.ok());
+  EXPECT_EQ(big.ptr, 0u);
+  EXPECT_EQ(big.result.status, UpstreamStatus::out_of_memory);
+  EXPECT_EQ(big.result.code, kOomCode) << "the upstream's own code, untouched";
+  const OomReport& r = big.oom;
+  EXPECT_EQ(r.device, 3);
+  EXPECT_EQ(r.size, 100 * MiB);
+  EXPECT_EQ(r.block, 100 * MiB);
+  EXPECT_EQ(r.allocated, 128 * MiB);
+  EXPECT_EQ(r.reserved, 256 * MiB);
+  EXPECT_EQ(r.cached_free, 128 * MiB);
+  EXPECT_EQ(r.largest_free, MiB);
+  EXPECT_EQ(r.device_free, 0u);
+  EXPECT_EQ(r.device_total, 256 * MiB);
+  EXPECT_EQ(r.cause, OomCause::fragmentation);
+  EXPECT_STREQ(to_string(r.cause), "fragmentation");
+  EXPECT_FALSE(r.stream_ordered);
+  EXPECT_DOUBLE_EQ(r.fragmentation.unused_reserved, 0.5);
+  EXPECT_DOUBLE_EQ(r.fragmentation.free_scatter, 1.0 - 1.0 / 128.0);
+  EXPECT_EQ(r.fragmentation.inactive_split, 128 * MiB);
+  ASSERT_EQ(observer.ooms.size(), 1u);
+  EXPECT_EQ(observer.ooms[0].cached_free, r.cached_free);
+  EXPECT_EQ(up.release_calls, releases) << "no segment was wholly free";
+  EXPECT_GE(up.synchronize_calls, 1u) << "the ladder synchronised before giving up";
+  EXPECT_EQ(pool.stats().ooms, 2u);  // the fill's last request, and this one
+
+  // The pool keeps working: a fitting request is served from a hole.
+  const Allocation small = pool.allocate(MiB);
+  ASSERT_TRUE(small.ok());
+  EXPECT_EQ(small.ptr, blocks[0]);
+}
+
+TEST_F(OomTest, FullDeviceFailsWithCauseCapacity) {
+  std::vector<DevicePtr> blocks;
+  for (int i = 0; i < 25; ++i) blocks.push_back(pool.allocate(10 * MiB).ptr);  // 25 × 10 MiB segments
+  const Allocation a = pool.allocate(10 * MiB);
+  ASSERT_FALSE(a.ok());
+  EXPECT_EQ(a.oom.cause, OomCause::capacity);
+  EXPECT_EQ(a.oom.device_free, 6 * MiB);
+  EXPECT_EQ(a.oom.cached_free, 0u);
+  EXPECT_EQ(a.oom.reserved, 250 * MiB);
+  EXPECT_EQ(a.oom.allocated, 250 * MiB);
+  EXPECT_STREQ(to_string(a.oom.cause), "capacity");
+  // Freeing one makes room again.
+  ASSERT_EQ(pool.free(blocks[3]).status, FreeStatus::ok);
+  EXPECT_EQ(pool.allocate(10 * MiB).ptr, blocks[3]);
+}
+
+TEST_F(OomTest, LadderReleasesWholeFreeSegmentsOfOtherSubPoolsBeforeFailing) {
+  constexpr StreamHandle s = 0x77;
+  // 200 MiB cached free on a stream, wholly free segments.
+  const DevicePtr a = pool.allocate_async(200 * MiB, s).ptr;
+  ASSERT_EQ(pool.free_async(a, s).status, FreeStatus::ok);
+  EXPECT_EQ(pool.stats().reserved, 200 * MiB);
+  // A device-wide request of 100 MiB cannot use the stream's block; the
+  // device has only 56 MiB left: the ladder gives the stream's segment back.
+  const Allocation b = pool.allocate(100 * MiB);
+  ASSERT_TRUE(b.ok());
+  EXPECT_EQ(pool.stats().reserved, 100 * MiB);
+  EXPECT_TRUE(observer.ooms.empty());
+  EXPECT_EQ(up.synchronize_calls, 0u) << "step 1 of the ladder needs no synchronisation";
+}
+
+TEST_F(OomTest, LadderSynchronisesToReclaimPendingFreesBeforeFailing) {
+  // 150 MiB freed with cudaFree (pending); a 160 MiB request: the pending
+  // block is too small to serve it, but giving it back makes room.
+  const DevicePtr a = pool.allocate(150 * MiB).ptr;
+  ASSERT_EQ(pool.free(a).status, FreeStatus::ok);
+  const Allocation b = pool.allocate(160 * MiB);
+  ASSERT_TRUE(b.ok());
+  EXPECT_GE(up.synchronize_calls, 1u);
+  EXPECT_EQ(up.segments.size(), 1u);
+  EXPECT_EQ(pool.stats().reserved, 160 * MiB);
+}
+
+TEST_F(OomTest, HugeRequestFailsCleanly) {
+  const Allocation a = pool.allocate(~std::size_t{0} - 100);
+  ASSERT_FALSE(a.ok());
+  EXPECT_EQ(a.result.status, UpstreamStatus::out_of_memory);
+  EXPECT_EQ(a.result.code, kOomCode);
+  EXPECT_EQ(a.oom.cause, OomCause::capacity);
+  const Allocation b = pool.allocate(300 * MiB);
+  ASSERT_FALSE(b.ok());
+  EXPECT_EQ(b.oom.cause, OomCause::capacity);
+  EXPECT_EQ(b.oom.device_free, 256 * MiB);
+  EXPECT_NE(pool.allocate(MiB).ptr, 0u);
+  EXPECT_EQ(observer.ooms.size(), 2u);
+}
+
+TEST_F(OomTest, GarbageCollectionThresholdReleasesCachedSegmentsBeforeGrowing) {
+  DevicePool gc_pool(up, config_from("device_shards:1,segment_policy:pytorch,garbage_collection_threshold:0.5"));
+  constexpr StreamHandle s = 0x9;
+  const DevicePtr a = gc_pool.allocate_async(100 * MiB, s).ptr;
+  ASSERT_EQ(gc_pool.free_async(a, s).status, FreeStatus::ok);
+  // 100 + 60 MiB would exceed half of 256 MiB: the free segment goes first.
+  ASSERT_TRUE(gc_pool.allocate_async(110 * MiB, s).ok());
+  EXPECT_EQ(gc_pool.stats().reserved, 110 * MiB);
+  EXPECT_EQ(gc_pool.check_invariants(), "");
+  // Without the threshold the cached segment stays.
+  DevicePool plain(up, config_from("device_shards:1,segment_policy:pytorch"));
+  const DevicePtr b = plain.allocate_async(20 * MiB, s).ptr;
+  ASSERT_EQ(plain.free_async(b, s).status, FreeStatus::ok);
+  ASSERT_TRUE(plain.allocate_async(30 * MiB, s).ok());
+  EXPECT_EQ(plain.stats().reserved, 50 * MiB);
+}
+
+TEST_F(OomTest, ReleaseThresholdTrimsCachedSegmentsWhenThePoolSynchronises) {
+  DevicePool trim_pool(up, config_from("device_shards:1,release_threshold_mb:32"));
+  std::vector<DevicePtr> p;
+  for (int i = 0; i < 4; ++i) p.push_back(trim_pool.allocate(20 * MiB).ptr);
+  for (DevicePtr x : p) ASSERT_EQ(trim_pool.free(x).status, FreeStatus::ok);
+  // The next miss that synchronises keeps at most 32 MiB of free segments.
+  ASSERT_TRUE(trim_pool.allocate(20 * MiB).ok());
+  const PoolStats st = trim_pool.stats();
+  EXPECT_LE(st.reserved - st.allocated, 32 * MiB);
+  EXPECT_EQ(trim_pool.check_invariants(), "");
+}

@@ -1,0 +1,212 @@
+// A fake device for the pool's unit tests: a capacity, distinct addresses,
+// fences the test completes by hand, an injectable failure, and a check that
+// the pool only gives back what it got. Contract breaches are collected in
+// `violations` rather than thrown, so a test can assert on them.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "cumemtrace/pool/device_pool.h"
+#include "cumemtrace/pool/pool_config.h"
+#include "cumemtrace/pool/upstream.h"
+
+namespace pool_test {
+
+using namespace cumemtrace::pool;
+
+inline constexpr std::size_t KiB = std::size_t{1} << 10;
+inline constexpr std::size_t MiB = std::size_t{1} << 20;
+inline constexpr int kOomCode = 2;
+
+class FakeUpstream : public Upstream {
+ public:
+  explicit FakeUpstream(std::size_t capacity = kUnlimited, std::size_t vm_granularity = 0)
+      : capacity_(capacity), granularity_(vm_granularity) {}
+
+  UpstreamResult allocate(std::size_t size, DevicePtr* ptr) override {
+    ++allocate_calls;
+    if (fail_next_allocate != 0) {
+      const int code = fail_next_allocate;
+      fail_next_allocate = 0;
+      return UpstreamResult::failure(code);
+    }
+    if (!take(size)) return UpstreamResult::out_of_memory(kOomCode);
+    *ptr = next_address(size);
+    segments[*ptr] = size;
+    return UpstreamResult::success();
+  }
+
+  UpstreamResult release(DevicePtr ptr, std::size_t size) override {
+    ++release_calls;
+    auto it = segments.find(ptr);
+    if (it == segments.end() || it->second != size) {
+      violations.push_back("release of a segment the upstream did not hand out");
+      return UpstreamResult::failure(1);
+    }
+    segments.erase(it);
+    used -= size;
+    // The real cudaFree waits for the device: every earlier free is safe.
+    device_idle();
+    return UpstreamResult::success();
+  }
+
+  UpstreamResult memory_info(std::size_t* free_bytes, std::size_t* total_bytes) override {
+    *total_bytes = capacity_;
+    *free_bytes = capacity_ == kUnlimited ? kUnlimited : capacity_ - used;
+    return UpstreamResult::success();
+  }
+
+  UpstreamResult synchronize() override {
+    ++synchronize_calls;
+    device_idle();
+    return UpstreamResult::success();
+  }
+
+  UpstreamResult record_fence(StreamHandle stream, FenceHandle* fence) override {
+    *fence = next_fence++;
+    fences[*fence] = Fence{stream, false};
+    return UpstreamResult::success();
+  }
+
+  FenceState query_fence(FenceHandle fence) override {
+    ++query_calls;
+    auto it = fences.find(fence);
+    if (it == fences.end()) {
+      violations.push_back("query of an unknown or destroyed fence");
+      return FenceState::error;
+    }
+    return it->second.complete ? FenceState::complete : FenceState::pending;
+  }
+
+  void destroy_fence(FenceHandle fence) override {
+    if (fences.erase(fence) == 0) violations.push_back("destroy of an unknown fence");
+  }
+
+  std::size_t vm_granularity() override { return granularity_; }
+  UpstreamResult reserve_range(std::size_t size, DevicePtr* base) override {
+    if (!granularity_) return UpstreamResult::failure(1);
+    *base = next_address(size);
+    ranges[*base] = size;
+    return UpstreamResult::success();
+  }
+  UpstreamResult release_range(DevicePtr base, std::size_t size) override {
+    auto it = ranges.find(base);
+    if (it == ranges.end() || it->second != size) {
+      violations.push_back("release of a range the upstream did not reserve");
+      return UpstreamResult::failure(1);
+    }
+    ranges.erase(it);
+    return UpstreamResult::success();
+  }
+  UpstreamResult map(DevicePtr addr, std::size_t size) override {
+    ++allocate_calls;
+    if (addr % granularity_ || size % granularity_) violations.push_back("unaligned map");
+    if (!take(size)) return UpstreamResult::out_of_memory(kOomCode);
+    mapped[addr] = size;
+    return UpstreamResult::success();
+  }
+  UpstreamResult unmap(DevicePtr addr, std::size_t size) override {
+    ++release_calls;
+    // Any granularity-aligned part of mapped ranges may go.
+    std::size_t left = size;
+    DevicePtr at = addr;
+    while (left) {
+      auto it = mapped.upper_bound(at);
+      if (it == mapped.begin()) break;
+      --it;
+      if (at >= it->first + it->second) break;
+      const DevicePtr start = it->first;
+      const std::size_t len = it->second;
+      const std::size_t piece = std::min(left, start + len - at);
+      mapped.erase(it);
+      if (at > start) mapped[start] = at - start;
+      if (at + piece < start + len) mapped[at + piece] = start + len - at - piece;
+      at += piece;
+      left -= piece;
+    }
+    if (left) violations.push_back("unmap of memory that is not mapped");
+    used -= size - left;
+    device_idle();
+    return UpstreamResult::success();
+  }
+
+  // All queued device work finished (as after a synchronisation).
+  void complete_stream(StreamHandle stream) {
+    for (auto& [id, f] : fences)
+      if (f.stream == stream) f.complete = true;
+  }
+
+  void set_capacity(std::size_t c) { capacity_ = c; }
+  std::size_t capacity() const { return capacity_; }
+
+  std::size_t used = 0;
+  std::uint64_t allocate_calls = 0, release_calls = 0, synchronize_calls = 0, query_calls = 0;
+  int fail_next_allocate = 0;  // non-zero: the next allocate fails with this code
+  std::map<DevicePtr, std::size_t> segments;
+  std::map<DevicePtr, std::size_t> ranges;
+  std::map<DevicePtr, std::size_t> mapped;
+  std::vector<std::string> violations;
+  std::function<void()> on_device_idle;  // the test's safety model listens
+
+ private:
+  struct Fence {
+    StreamHandle stream;
+    bool complete;
+  };
+
+  bool take(std::size_t size) {
+    if (capacity_ != kUnlimited && used + size > capacity_) return false;
+    used += size;
+    return true;
+  }
+  DevicePtr next_address(std::size_t size) {
+    const DevicePtr p = next_address_;
+    // A 2 MiB gap after each range so that neighbours are never contiguous
+    // (a pool must not merge across segments).
+    next_address_ += (size + 2 * MiB - 1) / (2 * MiB) * (2 * MiB) + 2 * MiB;
+    return p;
+  }
+  void device_idle() {
+    for (auto& [id, f] : fences) f.complete = true;
+    if (on_device_idle) on_device_idle();
+  }
+
+  std::size_t capacity_;
+  std::size_t granularity_;
+  DevicePtr next_address_ = DevicePtr{0x7f0000000000};
+  FenceHandle next_fence = 1;
+  std::map<FenceHandle, Fence> fences;
+};
+
+// Records the observer's callbacks.
+struct RecordingObserver : PoolObserver {
+  struct Event {
+    char kind;  // 'a' segment_alloc, 'f' segment_free
+    DevicePtr ptr;
+    std::size_t size;
+  };
+  std::vector<Event> events;
+  std::vector<OomReport> ooms;
+  std::size_t reserved = 0;
+  void on_segment_alloc(int, DevicePtr ptr, std::size_t size) override {
+    events.push_back({'a', ptr, size});
+    reserved += size;
+  }
+  void on_segment_free(int, DevicePtr ptr, std::size_t size) override {
+    events.push_back({'f', ptr, size});
+    reserved -= size;
+  }
+  void on_oom(const OomReport& r) override { ooms.push_back(r); }
+};
+
+inline PoolConfig config_from(const char* text) {
+  PoolConfigParse p = parse_pool_config(text);
+  return p.config;
+}
+
+}  // namespace pool_test
