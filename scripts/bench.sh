@@ -150,3 +150,6 @@ fi
 
 echo
 echo "command: BENCH_PAIRS=$pairs BENCH_RUNS=$runs BENCH_LATENCY_PAIRS=$latency_pairs scripts/bench.sh"
+
+# The analyzer against heaptrack_print, its own table (scripts/bench_analyzer.sh).
+"$root/scripts/bench_analyzer.sh" "$build"

@@ -33,6 +33,10 @@ int main_checked(int argc, char** argv) {
   CLI::App* run = add_run_command(app, run_args);
   ReportArgs report_args;
   CLI::App* report = add_report_command(app, report_args);
+  CheckArgs check_args;
+  CLI::App* check = add_check_command(app, check_args);
+  DiffArgs diff_args;
+  CLI::App* diff = add_diff_command(app, diff_args);
   ImportTorchArgs import_torch_args;
   CLI::App* import_torch = add_import_torch_command(app, import_torch_args);
   ReplayArgs replay_args;
@@ -51,6 +55,8 @@ int main_checked(int argc, char** argv) {
   if (verbose) spdlog::set_level(spdlog::level::debug);
   if (run->parsed()) return run_command(run_args);
   if (report->parsed()) return report_command(report_args);
+  if (check->parsed()) return check_command(check_args);
+  if (diff->parsed()) return diff_command(diff_args);
   if (import_torch->parsed()) return import_torch_command(import_torch_args);
   if (replay->parsed()) return replay_command(replay_args);
   if (timeline->parsed()) return timeline_command(timeline_args);

@@ -38,7 +38,9 @@ struct OneReport {
 OneReport report_one(const std::string& path, const std::string& format, bool with_json) {
   const bool want_json = with_json || format != "text";
   const auto start = std::chrono::steady_clock::now();
-  TraceReader reader(path);
+  analyzer::ReaderOptions options;
+  options.progress = true;  // on a terminal, for a long read
+  TraceReader reader(path, options);
   Analysis analysis;
   std::optional<analyzer::TimelineCollector> timeline;  // the HTML page's charts
   if (format == "html") timeline.emplace(analyzer::html_timeline_options());

@@ -257,6 +257,9 @@ CLI::App* add_run_command(CLI::App& app, RunArgs& args) {
   run->add_flag("--torch-tensors", args.torch_tensors,
                 "Set PYTORCH_NO_CUDA_MEMORY_CACHING=1: PyTorch allocates each tensor with "
                 "cudaMalloc, so the trace shows tensors, not PyTorch's cached segments");
+  run->add_option("--check", args.check,
+                  "Check the run's traces afterwards, e.g. 'peak<=2GiB,leaked==0' (names as in `check`; "
+                  "exit: the program's status if it failed, else 1 if a check failed)");
   run->add_option("command", args.command, "The program and its arguments (after --)")->required();
   // Everything from the program's name on belongs to the program, options included.
   run->positionals_at_end();
@@ -266,6 +269,8 @@ CLI::App* add_run_command(CLI::App& app, RunArgs& args) {
 int run_command(const RunArgs& args) {
   const std::optional<std::string> library = find_preload_library();
   if (!library || !pass_options_on(args, *library) || !add_to_ld_preload(*library)) return kExitUsage;
+  std::unique_ptr<RunCheck> check;
+  if (!args.check.empty() && !(check = RunCheck::prepare(args.check, output_template(args)))) return kExitUsage;
 
   // Block the forwarded signals until the child's pid is known, so none is lost.
   sigset_t forwarded, original_mask;
@@ -307,6 +312,11 @@ int run_command(const RunArgs& args) {
       spdlog::info("no trace at {}: the program made no device allocation that cumemtrace saw",
                    *trace);
     }
+  }
+  // A failed program's status wins: the checks are still printed.
+  if (check) {
+    const int verdict = check->check_new_traces();
+    return status != 0 ? status : verdict;
   }
   return status;
 }

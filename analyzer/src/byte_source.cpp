@@ -1,6 +1,7 @@
 #include "byte_source.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <zstd.h>
 
@@ -23,7 +24,10 @@ constexpr unsigned char kZstdMagic[4] = {0x28, 0xB5, 0x2F, 0xFD};
 // are handed out again before the rest of the file.
 class FileSource final : public ByteSource {
  public:
-  FileSource(std::string path, int fd) : path_(std::move(path)), fd_(fd) {}
+  FileSource(std::string path, int fd) : path_(std::move(path)), fd_(fd) {
+    struct stat st {};
+    if (::fstat(fd_, &st) == 0 && S_ISREG(st.st_mode)) size_ = static_cast<std::uint64_t>(st.st_size);
+  }
   ~FileSource() override {
     if (fd_ > STDIN_FILENO) ::close(fd_);
   }
@@ -51,17 +55,25 @@ class FileSource final : public ByteSource {
     return read_fd(out, capacity);
   }
 
+  std::uint64_t position() const override { return position_; }
+  std::uint64_t size() const override { return size_; }
+
  private:
   std::size_t read_fd(char* out, std::size_t capacity) {
     for (;;) {
       ssize_t n = ::read(fd_, out, capacity);
-      if (n >= 0) return static_cast<std::size_t>(n);
+      if (n >= 0) {
+        position_ += static_cast<std::uint64_t>(n);
+        return static_cast<std::size_t>(n);
+      }
       if (errno != EINTR) throw_errno(path_, "cannot read", errno);
     }
   }
 
   std::string path_;
   int fd_;
+  std::uint64_t size_ = 0;
+  std::uint64_t position_ = 0;
   std::string peeked_;
   std::size_t peek_pos_ = 0;
 };
@@ -105,6 +117,8 @@ class ZstdSource final : public ByteSource {
   }
 
   bool ended_inside_frame() const override { return ended_inside_frame_; }
+  std::uint64_t position() const override { return compressed_->position(); }
+  std::uint64_t size() const override { return compressed_->size(); }
 
  private:
   std::string path_;

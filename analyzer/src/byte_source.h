@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <string>
 
@@ -16,6 +17,10 @@ class ByteSource {
   // True when the data stopped in the middle of a compressed frame (the
   // writer was killed): what came before is still usable.
   virtual bool ended_inside_frame() const { return false; }
+  // Bytes taken from the file so far (compressed bytes for a zstd stream),
+  // and the file's size, 0 when unknown (a pipe): for progress.
+  virtual std::uint64_t position() const = 0;
+  virtual std::uint64_t size() const = 0;
 };
 
 // Opens `path` ("-": standard input) and, if it starts with the zstd magic

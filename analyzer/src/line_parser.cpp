@@ -1,14 +1,13 @@
 #include "line_parser.h"
 
-#include "name_table.h"
-
 #include <simdjson.h>
 
-#include <array>
+#include <algorithm>
 #include <bit>
-#include <climits>
 #include <cstring>
-#include <limits>
+#include <vector>
+
+#include "line_parser_schema.h"
 
 namespace cumemtrace::analyzer {
 
@@ -36,288 +35,8 @@ void TraceEvent::reset() {
 }
 
 namespace detail {
-namespace {
 
 static_assert(LineParser::kPadding >= simdjson::SIMDJSON_PADDING);
-
-using format::Event;
-
-// How a field's value is checked and stored.
-enum class ValueKind : std::uint8_t {
-  string,
-  uint,     // non-negative integer
-  int_,     // any 64-bit signed integer
-  hex,      // "0x…" string
-  ordinal,  // integer 0..INT_MAX (device)
-  complex,  // arrays and objects, decoded from the DOM only
-};
-
-struct FieldInfo {
-  std::string_view name;
-  ValueKind kind;
-};
-
-// Indexed by Field.
-constexpr std::array<FieldInfo, static_cast<std::size_t>(Field::count_)> kFields{{
-    {"ev", ValueKind::string},           {"format", ValueKind::string},
-    {"version", ValueKind::int_},        {"pid", ValueKind::int_},
-    {"ppid", ValueKind::int_},           {"host", ValueKind::string},
-    {"exe", ValueKind::string},          {"argv", ValueKind::complex},
-    {"start_unix_ns", ValueKind::uint},  {"pool", ValueKind::string},
-    {"config", ValueKind::complex},      {"t", ValueKind::uint},
-    {"tid", ValueKind::uint},            {"dev", ValueKind::ordinal},
-    {"name", ValueKind::string},         {"total", ValueKind::uint},
-    {"id", ValueKind::uint},             {"frames", ValueKind::complex},
-    {"api", ValueKind::string},          {"kind", ValueKind::string},
-    {"ptr", ValueKind::hex},             {"size", ValueKind::uint},
-    {"block", ValueKind::uint},          {"stream", ValueKind::hex},
-    {"stack", ValueKind::uint},          {"allocated", ValueKind::uint},
-    {"reserved", ValueKind::uint},       {"cached_free", ValueKind::uint},
-    {"largest_free", ValueKind::uint},   {"device_free", ValueKind::uint},
-    {"device_total", ValueKind::uint},   {"cause", ValueKind::string},
-    {"free_blocks", ValueKind::uint},    {"inactive_split", ValueKind::uint},
-    {"what", ValueKind::string},         {"reason", ValueKind::string},
-    {"live", ValueKind::uint},           {"live_bytes", ValueKind::uint},
-    {"dropped", ValueKind::uint},
-}};
-
-constexpr FieldMask bit(Field f) { return FieldMask{1} << static_cast<unsigned>(f); }
-
-template <typename... F>
-constexpr FieldMask bits(F... f) {
-  return (bit(f) | ...);
-}
-
-struct Schema {
-  FieldMask required = 0;
-  FieldMask optional = 0;
-};
-
-// Required and optional fields of each event, from TRACE_FORMAT.md.
-constexpr std::array<Schema, static_cast<std::size_t>(Event::unknown) + 1> kSchemas = [] {
-  using F = Field;
-  std::array<Schema, static_cast<std::size_t>(Event::unknown) + 1> s{};
-  auto at = [&](Event e) -> Schema& { return s[static_cast<std::size_t>(e)]; };
-  // Only format and version decide whether a header is readable; the rest is
-  // informational and may differ in other writers.
-  at(Event::header) = {bits(F::ev, F::format, F::version),
-                       bits(F::pid, F::ppid, F::host, F::exe, F::argv, F::start_unix_ns, F::pool,
-                            F::config)};
-  at(Event::device) = {bits(F::ev, F::t, F::dev, F::name, F::total), 0};
-  at(Event::stack) = {bits(F::ev, F::id, F::frames), 0};
-  const FieldMask memory_op =
-      bits(F::ev, F::t, F::tid, F::api, F::kind, F::dev, F::ptr, F::size, F::stack);
-  at(Event::alloc) = {memory_op, bits(F::block, F::stream)};
-  at(Event::free) = {memory_op, bits(F::stream)};
-  at(Event::segment_alloc) = {bits(F::ev, F::t, F::dev, F::ptr, F::size, F::api), 0};
-  at(Event::segment_free) = {bits(F::ev, F::t, F::dev, F::ptr, F::size), bits(F::api)};
-  at(Event::oom) = {bits(F::ev, F::t, F::tid, F::api, F::dev, F::size, F::block, F::allocated,
-                         F::reserved, F::cached_free, F::largest_free, F::device_free,
-                         F::device_total, F::cause, F::stack),
-                    bits(F::stream)};
-  at(Event::pool) = {bits(F::ev, F::t, F::dev, F::allocated, F::reserved, F::cached_free,
-                          F::largest_free, F::free_blocks, F::inactive_split),
-                     0};
-  at(Event::mark) = {bits(F::ev, F::t, F::tid, F::name, F::kind), 0};
-  at(Event::error) = {bits(F::ev, F::t, F::tid, F::api, F::ptr, F::what, F::stack), 0};
-  at(Event::end) = {bits(F::ev, F::t, F::reason, F::live, F::live_bytes, F::dropped), 0};
-  return s;
-}();
-
-constexpr auto kFieldNames = [] {
-  std::array<std::string_view, kFields.size()> names{};
-  for (std::size_t i = 0; i < kFields.size(); ++i) names[i] = kFields[i].name;
-  return names;
-}();
-constexpr NameTable<Field, kFields.size()> kFieldTable(kFieldNames);
-
-inline Field lookup_field(std::string_view key) { return kFieldTable.find(key, Field::count_); }
-
-// Event and memory-kind names, spelt by trace_format.h.
-constexpr std::size_t kKnownEvents = static_cast<std::size_t>(Event::unknown);
-constexpr auto kEventNames = [] {
-  std::array<std::string_view, kKnownEvents> names{};
-  for (std::size_t i = 0; i < kKnownEvents; ++i) names[i] = format::name(static_cast<Event>(i));
-  return names;
-}();
-constexpr NameTable<Event, kKnownEvents> kEventTable(kEventNames);
-
-constexpr std::size_t kKnownMemoryKinds = static_cast<std::size_t>(format::MemoryKind::unknown);
-constexpr auto kMemoryKindNames = [] {
-  std::array<std::string_view, kKnownMemoryKinds> names{};
-  for (std::size_t i = 0; i < kKnownMemoryKinds; ++i) names[i] = format::name(static_cast<format::MemoryKind>(i));
-  return names;
-}();
-constexpr NameTable<format::MemoryKind, kKnownMemoryKinds> kMemoryKindTable(kMemoryKindNames);
-
-struct Scalar {
-  enum class Type : std::uint8_t { string, unsigned_integer, negative_integer, null, other };
-  Type type = Type::other;
-  std::string_view text;
-  std::uint64_t u = 0;
-  std::int64_t i = 0;
-};
-
-// Where each string and integer field is stored in a TraceEvent: a table
-// lookup per field instead of a switch.
-using StringMember = std::string_view TraceEvent::*;
-using UintMember = std::uint64_t TraceEvent::*;
-constexpr auto kStringMembers = [] {
-  std::array<StringMember, kFields.size()> m{};
-  auto at = [&](Field f) -> StringMember& { return m[static_cast<std::size_t>(f)]; };
-  at(Field::format) = &TraceEvent::format_name;
-  at(Field::host) = &TraceEvent::host;
-  at(Field::exe) = &TraceEvent::exe;
-  at(Field::pool) = &TraceEvent::pool;
-  at(Field::name) = &TraceEvent::name;
-  at(Field::api) = &TraceEvent::api;
-  at(Field::kind) = &TraceEvent::kind;
-  at(Field::cause) = &TraceEvent::cause;
-  at(Field::what) = &TraceEvent::what;
-  at(Field::reason) = &TraceEvent::reason;
-  return m;
-}();
-constexpr auto kUintMembers = [] {
-  std::array<UintMember, kFields.size()> m{};
-  auto at = [&](Field f) -> UintMember& { return m[static_cast<std::size_t>(f)]; };
-  at(Field::start_unix_ns) = &TraceEvent::start_unix_ns;
-  at(Field::t) = &TraceEvent::t;
-  at(Field::tid) = &TraceEvent::tid;
-  at(Field::total) = &TraceEvent::total;
-  at(Field::id) = &TraceEvent::id;
-  at(Field::size) = &TraceEvent::size;
-  at(Field::stack) = &TraceEvent::stack;
-  at(Field::allocated) = &TraceEvent::allocated;
-  at(Field::reserved) = &TraceEvent::reserved;
-  at(Field::cached_free) = &TraceEvent::cached_free;
-  at(Field::largest_free) = &TraceEvent::largest_free;
-  at(Field::device_free) = &TraceEvent::device_free;
-  at(Field::device_total) = &TraceEvent::device_total;
-  at(Field::free_blocks) = &TraceEvent::free_blocks;
-  at(Field::inactive_split) = &TraceEvent::inactive_split;
-  at(Field::live) = &TraceEvent::live;
-  at(Field::live_bytes) = &TraceEvent::live_bytes;
-  at(Field::dropped) = &TraceEvent::dropped;
-  return m;
-}();
-
-// Per-line decoding state: which fields were seen, which had the wrong type.
-struct LineState {
-  explicit LineState(TraceEvent& event) : out(event) {}
-
-  TraceEvent& out;
-  std::string_view ev_text;
-  FieldMask seen = 0;
-  FieldMask wrong = 0;
-  FieldMask nulls = 0;
-  std::uint32_t unknown_keys = 0;
-
-  void set_wrong(Field f) { wrong |= bit(f); seen |= bit(f); }
-
-  [[gnu::always_inline]] void scalar(Field f, const Scalar& v) {
-    seen |= bit(f);
-    if (v.type == Scalar::Type::null) {
-      nulls |= bit(f);
-      return;
-    }
-    const ValueKind kind = kFields[static_cast<std::size_t>(f)].kind;
-    switch (kind) {
-      case ValueKind::string:
-        if (v.type != Scalar::Type::string) return set_wrong(f);
-        return store_string(f, v.text);
-      case ValueKind::uint:
-        if (v.type != Scalar::Type::unsigned_integer) return set_wrong(f);
-        return store_uint(f, v.u);
-      case ValueKind::int_:
-        if (v.type == Scalar::Type::negative_integer) return store_int(f, v.i);
-        if (v.type != Scalar::Type::unsigned_integer ||
-            v.u > static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max())) {
-          return set_wrong(f);
-        }
-        return store_int(f, static_cast<std::int64_t>(v.u));
-      case ValueKind::ordinal:
-        if (v.type != Scalar::Type::unsigned_integer || v.u > static_cast<std::uint64_t>(INT_MAX)) {
-          return set_wrong(f);
-        }
-        out.dev = static_cast<int>(v.u);
-        return;
-      case ValueKind::hex: {
-        std::uint64_t value = 0;
-        if (v.type != Scalar::Type::string || !parse_hex(v.text, value)) return set_wrong(f);
-        if (f == Field::ptr) out.ptr = value;
-        else out.stream = value;
-        return;
-      }
-      case ValueKind::complex:
-        return set_wrong(f);
-    }
-  }
-
-  void store_string(Field f, std::string_view s) {
-    if (f == Field::ev) ev_text = s;
-    else if (auto member = kStringMembers[static_cast<std::size_t>(f)]) out.*member = s;
-  }
-
-  void store_uint(Field f, std::uint64_t u) {
-    if (f == Field::block) out.block = u;
-    else if (auto member = kUintMembers[static_cast<std::size_t>(f)]) out.*member = u;
-  }
-
-  void store_int(Field f, std::int64_t i) {
-    switch (f) {
-      case Field::version: out.version = i; break;
-      case Field::pid: out.pid = i; break;
-      case Field::ppid: out.ppid = i; break;
-      default: break;
-    }
-  }
-
-  ParseResult finish() {
-    ParseResult result;
-    if ((seen & bit(Field::ev)) == 0) return bad(LineProblem::missing_event, Field::ev);
-    if ((wrong | nulls) & bit(Field::ev)) return bad(LineProblem::wrong_type, Field::ev);
-    out.ev = kEventTable.find(ev_text, Event::unknown);
-    if (out.ev == Event::unknown) {
-      result.status = ParseResult::Status::unknown_event;
-      return result;
-    }
-    const Schema& schema = kSchemas[static_cast<std::size_t>(out.ev)];
-    const FieldMask allowed = schema.required | schema.optional;
-    // null stands for "absent" in an optional field, and is wrong in a required one.
-    if (FieldMask bad_null = nulls & schema.required) {
-      return bad(LineProblem::wrong_type, first(bad_null));
-    }
-    if (FieldMask bad_type = wrong & allowed) return bad(LineProblem::wrong_type, first(bad_type));
-    if (FieldMask missing = schema.required & ~(seen & ~nulls)) {
-      return bad(LineProblem::missing_field, first(missing));
-    }
-    const FieldMask present = seen & ~nulls & allowed;
-    if (!(present & bit(Field::block))) out.block.reset();
-    if (!(present & bit(Field::stream))) out.stream.reset();
-    if (out.ev == Event::alloc || out.ev == Event::free) {
-      out.memory_kind = kMemoryKindTable.find(out.kind, format::MemoryKind::unknown);
-    } else if (out.ev == Event::end) {
-      out.end_reason = format::parse_end_reason(out.reason);
-    }
-    result.unknown_fields = unknown_keys;
-    if (const FieldMask extra = seen & ~allowed; extra != 0) {
-      result.unknown_fields += static_cast<std::uint32_t>(std::popcount(extra));
-    }
-    return result;
-  }
-
-  static Field first(FieldMask mask) { return static_cast<Field>(std::countr_zero(mask)); }
-
-  static ParseResult bad(LineProblem problem, Field field) {
-    ParseResult r;
-    r.status = ParseResult::Status::bad;
-    r.problem = problem;
-    r.field = field;
-    return r;
-  }
-};
-
-}  // namespace
 
 std::string_view field_name(Field f) {
   if (f == Field::count_) return "?";
@@ -362,136 +81,506 @@ bool parse_hex(std::string_view text, std::uint64_t& out) {
   return true;
 }
 
+namespace {
+
+constexpr std::uint64_t kEachByte = 0x0101010101010101ull;
+
+// The first n bytes of a word as loaded from memory (n < 8).
+constexpr std::uint64_t first_bytes(std::size_t n) {
+  const std::uint64_t ones = (std::uint64_t{1} << (8 * n)) - 1;
+  return std::endian::native == std::endian::little ? ones : ~(~std::uint64_t{0} >> (8 * n));
+}
+
+}  // namespace
+
+// Decodes with simdjson's On-Demand API: stage 1 indexes the line, then only
+// the values the event uses are parsed, straight into the TraceEvent (no DOM
+// tape, no copies of the line). Any error simdjson reports, including one met
+// while skipping an unknown field's value, makes the line "invalid JSON".
 struct LineParser::Impl {
-  simdjson::dom::parser dom;
+  simdjson::ondemand::parser line_parser;
+  FieldPrediction prediction;
 
-  static Scalar to_scalar(simdjson::dom::element value) {
-    Scalar s;
-    switch (value.type()) {
-      case simdjson::dom::element_type::STRING:
+  using Value = simdjson::ondemand::value;
+
+  // False: not valid JSON. A value of another type is returned as Type::other.
+  static bool to_scalar(Value& value, Scalar& s) {
+    using simdjson::ondemand::json_type;
+    json_type type;
+    if (value.type().get(type)) return false;
+    switch (type) {
+      case json_type::string:
         s.type = Scalar::Type::string;
-        s.text = value.get_string().value_unsafe();
-        break;
-      case simdjson::dom::element_type::INT64: {
-        std::int64_t i = value.get_int64().value_unsafe();
-        if (i >= 0) {
-          s.type = Scalar::Type::unsigned_integer;
-          s.u = static_cast<std::uint64_t>(i);
-        } else {
-          s.type = Scalar::Type::negative_integer;
-          s.i = i;
+        return !value.get_string().get(s.text);
+      case json_type::number: {
+        simdjson::ondemand::number number;
+        if (value.get_number().get(number)) return false;  // also: beyond 64 bits
+        switch (number.get_number_type()) {
+          case simdjson::ondemand::number_type::unsigned_integer:
+            s.type = Scalar::Type::unsigned_integer;
+            s.u = number.get_uint64();
+            return true;
+          case simdjson::ondemand::number_type::signed_integer:
+            if (number.get_int64() >= 0) {
+              s.type = Scalar::Type::unsigned_integer;
+              s.u = static_cast<std::uint64_t>(number.get_int64());
+            } else {
+              s.type = Scalar::Type::negative_integer;
+              s.i = number.get_int64();
+            }
+            return true;
+          default:  // floating point
+            s.type = Scalar::Type::other;
+            return true;
         }
-        break;
       }
-      case simdjson::dom::element_type::UINT64:
-        s.type = Scalar::Type::unsigned_integer;
-        s.u = value.get_uint64().value_unsafe();
-        break;
-      case simdjson::dom::element_type::NULL_VALUE:
+      case json_type::null: {
+        bool is_null = false;
+        if (value.is_null().get(is_null) || !is_null) return false;
         s.type = Scalar::Type::null;
-        break;
-      default:
+        return true;
+      }
+      case json_type::boolean: {
+        bool ignored = false;
         s.type = Scalar::Type::other;
-        break;
+        return !value.get_bool().get(ignored);
+      }
+      case json_type::array:
+      case json_type::object:
+        s.type = Scalar::Type::other;  // skipped (and checked) by the enclosing object
+        return true;
     }
-    return s;
+    return false;
   }
 
-  static bool decode_argv(simdjson::dom::element value, TraceEvent& out) {
-    simdjson::dom::array array;
-    if (value.get_array().get(array)) return false;
-    for (simdjson::dom::element item : array) {
-      std::string_view arg;
-      if (item.get_string().get(arg)) return false;
-      out.argv.push_back(arg);
-    }
-    return true;
+  // The key of `field`, unescaped only when it holds an escape (never in
+  // what the preload writes). Empty on error.
+  static std::string_view key_of(simdjson::ondemand::field& field, const char* line_end) {
+    const char* start = reinterpret_cast<const char*>(field.key().raw());
+    const char* p = start;
+    while (p < line_end && *p != '"' && *p != '\\') ++p;
+    if (p < line_end && *p == '"') return std::string_view(start, static_cast<std::size_t>(p - start));
+    std::string_view unescaped;
+    if (field.unescaped_key().get(unescaped)) return {};
+    return unescaped;
   }
 
-  static bool decode_frame(simdjson::dom::element value, StackFrame& frame) {
-    simdjson::dom::object object;
-    if (value.get_object().get(object)) return false;
+  // Status of a complex field: the JSON was invalid, or the value had the
+  // wrong shape (a schema error, reported for the field), or it was fine.
+  enum class Decoded : std::uint8_t { ok, wrong, invalid_json };
+
+  static Decoded decode_argv(Value& value, TraceEvent& out) {
+    simdjson::ondemand::array array;
+    if (value.get_array().get(array)) return Decoded::wrong;
+    Decoded status = Decoded::ok;
+    for (auto item_result : array) {
+      Value item;
+      if (std::move(item_result).get(item)) return Decoded::invalid_json;
+      Scalar s;
+      if (!to_scalar(item, s)) return Decoded::invalid_json;
+      if (s.type == Scalar::Type::string) out.argv.push_back(s.text);
+      else status = Decoded::wrong;
+    }
+    return status;
+  }
+
+  static Decoded decode_frame(Value& value, StackFrame& frame, const char* line_end) {
+    simdjson::ondemand::object object;
+    if (value.get_object().get(object)) return Decoded::wrong;
     bool has_ip = false;
-    for (auto [key, item] : object) {
-      Scalar s = to_scalar(item);
+    bool ok = true;
+    for (auto field_result : object) {
+      if (field_result.error()) return Decoded::invalid_json;
+      simdjson::ondemand::field& field = field_result.value_unsafe();  // no copy: see decode()
+      const std::string_view key = key_of(field, line_end);
+      Scalar s;
+      if (!to_scalar(field.value(), s)) return Decoded::invalid_json;
       std::uint64_t number = 0;
+      const bool is_null = s.type == Scalar::Type::null;
+      const bool is_string = s.type == Scalar::Type::string;
       if (key == "ip") {
-        if (s.type != Scalar::Type::string || !parse_hex(s.text, frame.ip)) return false;
+        ok &= is_string && parse_hex(s.text, frame.ip);
         has_ip = true;
       } else if (key == "fn") {
-        if (s.type == Scalar::Type::null) continue;
-        if (s.type != Scalar::Type::string) return false;
+        if (is_null) continue;
+        ok &= is_string;
         frame.fn = s.text;
-        frame.has_fn = true;
+        frame.has_fn = is_string;
       } else if (key == "module") {
-        if (s.type == Scalar::Type::null) continue;
-        if (s.type != Scalar::Type::string) return false;
+        if (is_null) continue;
+        ok &= is_string;
         frame.module = s.text;
       } else if (key == "off") {
-        if (s.type == Scalar::Type::null) continue;
-        if (s.type != Scalar::Type::string || !parse_hex(s.text, number)) return false;
+        if (is_null) continue;
+        ok &= is_string && parse_hex(s.text, number);
         frame.off = number;
       } else if (key == "file") {
-        if (s.type == Scalar::Type::null) continue;
-        if (s.type != Scalar::Type::string) return false;
+        if (is_null) continue;
+        ok &= is_string;
         frame.file = s.text;
       } else if (key == "line") {
-        if (s.type == Scalar::Type::null) continue;
-        if (s.type != Scalar::Type::unsigned_integer) return false;
+        if (is_null) continue;
+        ok &= s.type == Scalar::Type::unsigned_integer;
         frame.line = s.u;
       }
     }
-    return has_ip;
+    return ok && has_ip ? Decoded::ok : Decoded::wrong;
   }
 
-  static bool decode_frames(simdjson::dom::element value, TraceEvent& out) {
-    simdjson::dom::array array;
-    if (value.get_array().get(array)) return false;
-    for (simdjson::dom::element item : array) {
-      StackFrame& frame = out.frames.emplace_back();
-      if (!decode_frame(item, frame)) return false;
+  static Decoded decode_frames(Value& value, TraceEvent& out, const char* line_end) {
+    simdjson::ondemand::array array;
+    if (value.get_array().get(array)) return Decoded::wrong;
+    Decoded status = Decoded::ok;
+    for (auto item_result : array) {
+      Value item;
+      if (std::move(item_result).get(item)) return Decoded::invalid_json;
+      const Decoded frame = decode_frame(item, out.frames.emplace_back(), line_end);
+      if (frame == Decoded::invalid_json) return frame;
+      if (frame == Decoded::wrong) status = frame;
+    }
+    return status;
+  }
+
+  // The `config` object, minified: informational, so any JSON value is kept.
+  static bool decode_config(Value& value, std::string& out) {
+    using simdjson::ondemand::json_type;
+    json_type type;
+    if (value.type().get(type)) return false;
+    std::string_view raw;
+    simdjson::error_code error = simdjson::SUCCESS;
+    if (type == json_type::object) {
+      simdjson::ondemand::object object;
+      error = value.get_object().get(object);
+      if (!error) error = object.raw_json().get(raw);
+    } else if (type == json_type::array) {
+      simdjson::ondemand::array array;
+      error = value.get_array().get(array);
+      if (!error) error = array.raw_json().get(raw);
+    } else {
+      Scalar ignored;  // validates the scalar, then keeps its text as written
+      raw = value.raw_json_token();
+      if (!to_scalar(value, ignored)) return false;
+    }
+    if (error) return false;
+    out.resize(raw.size());
+    std::size_t length = 0;
+    if (simdjson::minify(raw.data(), raw.size(), out.data(), length)) return false;
+    out.resize(length);
+    while (!out.empty() && (out.back() == ' ' || out.back() == '\t' || out.back() == '\r' || out.back() == '\n')) {
+      out.pop_back();
     }
     return true;
   }
 
-  ParseResult decode_with_dom(std::string_view line, LineState& state) {
-    simdjson::dom::element root;
-    if (dom.parse(reinterpret_cast<const std::uint8_t*>(line.data()), line.size(), false).get(root)) {
-      return LineState::bad(LineProblem::invalid_json, Field::count_);
+  // Whether a line that is not an object is valid JSON nonetheless ("[]",
+  // "42"), for the bad line's reason.
+  static bool is_valid_json(simdjson::ondemand::document& doc, simdjson::ondemand::json_type type) {
+    using simdjson::ondemand::json_type;
+    simdjson::error_code error = simdjson::SUCCESS;
+    switch (type) {
+      case json_type::array: {
+        simdjson::ondemand::array array;
+        std::string_view raw;
+        error = doc.get_array().get(array);
+        if (!error) error = array.raw_json().get(raw);
+        break;
+      }
+      case json_type::string: {
+        std::string_view text;
+        error = doc.get_string().get(text);
+        break;
+      }
+      case json_type::number: {
+        simdjson::ondemand::number number;
+        error = doc.get_number().get(number);
+        break;
+      }
+      case json_type::null: {
+        bool is_null = false;
+        error = doc.is_null().get(is_null);
+        if (!error && !is_null) error = simdjson::INCORRECT_TYPE;
+        break;
+      }
+      case json_type::boolean: {
+        bool ignored = false;
+        error = doc.get_bool().get(ignored);
+        break;
+      }
+      case json_type::object: break;
     }
-    simdjson::dom::object object;
-    if (root.get_object().get(object)) return LineState::bad(LineProblem::not_an_object, Field::count_);
-    for (auto [key, value] : object) {
-      const Field f = lookup_field(key);
-      switch (f) {
-        case Field::count_: ++state.unknown_keys; break;
-        case Field::argv:
+    const char* trailing = nullptr;
+    return !error && doc.current_location().get(trailing) != simdjson::SUCCESS;
+  }
+
+  // The length of a string without escapes that starts at `start` (just
+  // after its opening quote), taken from the line itself: false if a
+  // backslash comes before the closing quote. Eight bytes at a time, no
+  // loop per character: stage 1 checked that the quote is there, and the
+  // line's padding covers reading past it.
+  static bool plain_string_length(const char* start, std::size_t& length) {
+    if constexpr (std::endian::native != std::endian::little) {
+      for (length = 0; start[length] != '"'; ++length) {
+        if (start[length] == '\\') return false;
+      }
+      return true;
+    }
+    for (std::size_t offset = 0;; offset += 8) {
+      std::uint64_t word = 0;
+      std::memcpy(&word, start + offset, 8);
+      const std::uint64_t quote = word ^ ('"' * kEachByte);
+      const std::uint64_t backslash = word ^ ('\\' * kEachByte);
+      // The lowest flagged byte is exactly the first quote or backslash.
+      const std::uint64_t found = ((quote - kEachByte) & ~quote) | ((backslash - kEachByte) & ~backslash);
+      const std::uint64_t flagged = found & (0x80 * kEachByte);
+      if (flagged == 0) continue;
+      const std::size_t at = offset + static_cast<std::size_t>(std::countr_zero(flagged)) / 8;
+      length = at;
+      return start[at] == '"';
+    }
+  }
+
+  // Strings with escapes are unescaped here, valid until the next line.
+  std::vector<std::uint8_t> scratch;
+  std::uint8_t* scratch_end = nullptr;
+
+  void reserve_scratch(std::size_t line_bytes) {
+    if (scratch.size() < line_bytes + simdjson::SIMDJSON_PADDING) scratch.resize(line_bytes + simdjson::SIMDJSON_PADDING);
+    scratch_end = scratch.data();
+  }
+
+  enum class Fast : std::uint8_t { done, general, invalid_json };
+
+  // The common cases: an integer field holding a non-negative integer, a
+  // string or hex field holding a string. Anything else (null, a negative
+  // number, another type) is left unread for the general path: simdjson's
+  // getters do not consume a value of the wrong type.
+  [[gnu::always_inline]] Fast decode_fast(const simdjson::ondemand::parser& parser, Value& value, Field f,
+                                          LineState& state) {
+    switch (kFields[static_cast<std::size_t>(f)].kind) {
+      case ValueKind::uint: {
+        std::uint64_t u = 0;
+        if (value.get_uint64().get(u)) return Fast::general;
+        state.seen |= bit(f);
+        state.store_uint(f, u);
+        return Fast::done;
+      }
+      case ValueKind::ordinal: {
+        std::uint64_t u = 0;
+        if (value.get_uint64().get(u)) return Fast::general;
+        if (u > static_cast<std::uint64_t>(INT_MAX)) {
+          state.set_wrong(f);
+        } else {
           state.seen |= bit(f);
-          if (!decode_argv(value, state.out)) state.set_wrong(f);
+          state.out.dev = static_cast<int>(u);
+        }
+        return Fast::done;
+      }
+      case ValueKind::string:
+      case ValueKind::hex: {
+        simdjson::ondemand::raw_json_string raw;
+        if (value.get_raw_json_string().get(raw)) return Fast::general;  // not a string: left unread
+        const char* start = reinterpret_cast<const char*>(raw.raw());
+        std::size_t length = 0;
+        if (plain_string_length(start, length)) {  // the usual case: no copy at all
+          state.string(f, std::string_view(start, length), true);
+          return Fast::done;
+        }
+        std::string_view text;
+        if (parser.unescape(raw, scratch_end).get(text)) return Fast::invalid_json;  // a bad escape
+        state.string(f, text);
+        return Fast::done;
+      }
+      default:
+        return Fast::general;
+    }
+  }
+
+  static ParseResult invalid() { return LineState::bad(LineProblem::invalid_json, Field::count_); }
+
+  // Decodes the object `doc` (one line) into state.out. The caller checks what
+  // follows the object. Doc: a document, or a document_reference of a stream.
+  template <typename Doc>
+  ParseResult decode(const simdjson::ondemand::parser& parser, Doc& doc, const char* line_end, LineState& state) {
+    simdjson::ondemand::object object;
+    if (doc.get_object().get(object)) return invalid();
+    std::array<Field, FieldPrediction::kMaxFields> order{};
+    std::size_t position = 0;
+    for (auto field_result : object) {
+      // Used in place: moving the field out (get()) costs a store-forwarding
+      // stall per field with GCC, a third of the decoding time.
+      if (field_result.error()) return invalid();
+      simdjson::ondemand::field& field = field_result.value_unsafe();
+      Field f = prediction.expected(state.ev, position);
+      if (f == Field::count_ || !key_is(reinterpret_cast<const char*>(field.key().raw()), f)) {
+        f = lookup_field(key_of(field, line_end));
+      }
+      if (position < order.size()) order[position] = f;
+      ++position;
+      if (f != Field::count_) {
+        const Fast fast = decode_fast(parser, field.value(), f, state);
+        if (fast == Fast::done) continue;
+        if (fast == Fast::invalid_json) return invalid();
+      }
+      Decoded decoded = Decoded::ok;
+      switch (f) {
+        case Field::count_: ++state.unknown_keys; break;  // its value is skipped
+        case Field::argv:  // lists are only reset when a line lacks them: empty them first
+          state.seen |= bit(f);
+          state.out.argv.clear();
+          decoded = decode_argv(field.value(), state.out);
           break;
         case Field::frames:
           state.seen |= bit(f);
-          if (!decode_frames(value, state.out)) state.set_wrong(f);
+          state.out.frames.clear();
+          decoded = decode_frames(field.value(), state.out, line_end);
           break;
         case Field::config:
           state.seen |= bit(f);
-          state.out.config_json = simdjson::minify(value);
+          if (!decode_config(field.value(), state.out.config_json)) decoded = Decoded::invalid_json;
           break;
-        default: state.scalar(f, to_scalar(value)); break;
+        default: {
+          Scalar s;
+          if (!to_scalar(field.value(), s)) return invalid();
+          state.scalar(f, s);
+          break;
+        }
       }
+      if (decoded == Decoded::invalid_json) return invalid();
+      if (decoded == Decoded::wrong) state.set_wrong(f);
     }
+    if (state.ev != Event::unknown) prediction.remember(state.ev, order, position);
     return state.finish();
   }
+
+  // The fields the previous line stored into the event: after each line,
+  // those it did not store again are reset (a TraceEvent::reset() per line
+  // writes every field, a cost as large as decoding a field or two).
+  const TraceEvent* last_out = nullptr;
+  FieldMask stored = 0;
+
+  void prepare(TraceEvent& out) {
+    if (&out != last_out) {  // another event: everything is unknown
+      out.reset();
+      last_out = &out;
+      stored = 0;
+      return;
+    }
+    out.ev = Event::unknown;
+    out.line = 0;
+    out.memory_kind = format::MemoryKind::unknown;
+    out.end_reason = format::EndReason::unknown;
+    out.header = nullptr;
+  }
+
+  ParseResult parse_line(std::string_view line, TraceEvent& out) {
+    prepare(out);
+    reserve_scratch(line.size());
+    if (line.empty()) return LineState::bad(LineProblem::empty_line, Field::count_);
+    LineState state(out, &stored);
+    simdjson::ondemand::document doc;
+    if (line_parser.iterate(line.data(), line.size(), line.size() + kPadding).get(doc)) return invalid();
+    simdjson::ondemand::json_type type;
+    if (doc.type().get(type)) return invalid();
+    if (type != simdjson::ondemand::json_type::object) {
+      return is_valid_json(doc, type) ? LineState::bad(LineProblem::not_an_object, Field::count_) : invalid();
+    }
+    const ParseResult result = decode(line_parser, doc, line.data() + line.size(), state);
+    if (result.problem == LineProblem::invalid_json) return result;
+    // Anything after the object ("{...}x", "{...}}") makes the line invalid,
+    // whatever was wrong with the object itself.
+    const char* trailing = nullptr;
+    if (!doc.current_location().get(trailing)) return invalid();
+    return result;
+  }
+
+  // Batch mode (see LineParser::start_batch).
+  std::string_view batch;
+  std::size_t batch_pos = 0;     // where the next line starts
+  bool streaming = false;        // documents still come from `stream`
+  bool advance_pending = false;  // the stream still points at the last line's document
+  simdjson::ondemand::parser stream_parser;
+  simdjson::ondemand::document_stream stream;
+  simdjson::ondemand::document_stream::iterator stream_it;
+  std::size_t stream_capacity = 0;
+
+  void start_batch(std::string_view lines) {
+    batch = lines;
+    batch_pos = 0;
+    advance_pending = false;
+    streaming = !lines.empty() && lines.size() <= kMaxBatchBytes;
+    if (!streaming) return;
+    // A constant batch size: simdjson reallocates its buffers whenever it changes.
+    while (stream_capacity < lines.size()) stream_capacity = stream_capacity ? stream_capacity * 2 : kBatchBytes;
+    if (stream_parser.iterate_many(lines.data(), lines.size(), stream_capacity).get(stream)) {
+      streaming = false;
+      return;
+    }
+    stream_it = stream.begin();
+  }
+
+  // Decodes the next line from the stream; false (and nothing yielded) when
+  // that line is not exactly one well-formed event document.
+  bool next_from_stream(std::size_t line_start, std::string_view line, TraceEvent& out, ParseResult& result) {
+    if (advance_pending) {
+      ++stream_it;
+      advance_pending = false;
+    }
+    // The document starts where the line does: the first at the batch's
+    // start, every other right after its predecessor, which ended its line.
+    if (!(stream_it != stream.end())) return false;
+    auto doc_result = *stream_it;
+    if (doc_result.error()) return false;
+    simdjson::ondemand::document_reference& doc = doc_result.value_unsafe();
+    prepare(out);
+    // The document may run past its line (then it is refused below): room
+    // for unescaping any string up to the batch's end.
+    reserve_scratch(batch.size() - line_start);
+    LineState state(out, &stored);
+    result = decode(stream_parser, doc, line.data() + line.size(), state);
+    if (result.status == ParseResult::Status::bad) return false;  // parse_line() says why
+    // The document must end with the line: the next one starts the next line.
+    const char* next = nullptr;
+    const simdjson::error_code error = doc.current_location().get(next);
+    const std::size_t line_end = line_start + line.size() + 1;
+    // At the batch's end, stage 1 leaves out whatever does not complete a
+    // document ("{...}\"x\":1}"): then truncated_bytes() is not 0.
+    const bool ends_here = error == simdjson::OUT_OF_BOUNDS
+                               ? line_end == batch.size() && stream.truncated_bytes() == 0
+                               : !error && next == batch.data() + line_end;
+    if (!ends_here) return false;
+    advance_pending = true;
+    return true;
+  }
+
+  bool next_in_batch(std::string_view& line, TraceEvent& out, ParseResult& result) {
+    if (batch_pos >= batch.size()) return false;
+    const std::size_t line_start = batch_pos;
+    const char* begin = batch.data() + line_start;
+    const auto* newline = static_cast<const char*>(std::memchr(begin, '\n', batch.size() - line_start));
+    const std::size_t length = newline ? static_cast<std::size_t>(newline - begin) : batch.size() - line_start;
+    line = std::string_view(begin, length);
+    batch_pos = line_start + length + 1;
+    if (streaming) {
+      if (next_from_stream(line_start, line, out, result)) return true;
+      streaming = false;  // the rest of the batch line by line
+    }
+    result = parse_line(line, out);
+    return true;
+  }
+
+  static constexpr std::size_t kBatchBytes = std::size_t{64} << 10;
+  static constexpr std::size_t kMaxBatchBytes = std::size_t{4} << 20;
 };
 
 LineParser::LineParser() : impl_(std::make_unique<Impl>()) {}
 LineParser::~LineParser() = default;
 
-ParseResult LineParser::parse(std::string_view line, TraceEvent& out) {
-  out.reset();
-  if (line.empty()) return LineState::bad(LineProblem::empty_line, Field::count_);
-  LineState state(out);
-  return impl_->decode_with_dom(line, state);
+ParseResult LineParser::parse(std::string_view line, TraceEvent& out) { return impl_->parse_line(line, out); }
+
+void LineParser::start_batch(std::string_view lines) { impl_->start_batch(lines); }
+
+bool LineParser::next_in_batch(std::string_view& line, TraceEvent& out, ParseResult& result) {
+  return impl_->next_in_batch(line, out, result);
 }
 
 }  // namespace detail

@@ -9,6 +9,7 @@
 
 #include "cumemtrace/analyzer/analysis.h"
 #include "cumemtrace/analyzer/trace_reader.h"
+#include "cumemtrace/analyzer/units.h"
 #include "cumemtrace/pool/device_pool.h"
 #include "cumemtrace/pool/simulated_upstream.h"
 
@@ -331,38 +332,13 @@ MinCapacity find_min_capacity(const ReplayTrace& trace, const pool::PoolConfig& 
   return out;
 }
 
-std::optional<std::size_t> parse_size(std::string_view text) {
-  auto trim = [](std::string_view s) {
-    while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front()))) s.remove_prefix(1);
-    while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.remove_suffix(1);
-    return s;
-  };
-  text = trim(text);
-  if (text == "unlimited") return kUnlimited;
-  std::size_t digits = 0;
-  while (digits < text.size() && (std::isdigit(static_cast<unsigned char>(text[digits])) || text[digits] == '.')) {
-    ++digits;
-  }
-  if (digits == 0) return std::nullopt;
-  double number = 0;
-  const auto [end, ec] = std::from_chars(text.data(), text.data() + digits, number);
-  if (ec != std::errc() || end != text.data() + digits) return std::nullopt;
-  std::string unit(trim(text.substr(digits)));
-  std::transform(unit.begin(), unit.end(), unit.begin(), [](unsigned char c) { return std::tolower(c); });
-  static constexpr std::pair<std::string_view, double> kUnits[] = {
-      {"", 1.0},         {"b", 1.0},
-      {"k", 0x1p10},     {"kib", 0x1p10},  {"kb", 1e3},
-      {"m", 0x1p20},     {"mib", 0x1p20},  {"mb", 1e6},
-      {"g", 0x1p30},     {"gib", 0x1p30},  {"gb", 1e9},
-      {"t", 0x1p40},     {"tib", 0x1p40},  {"tb", 1e12},
-  };
-  for (const auto& [name, scale] : kUnits) {
-    if (unit != name) continue;
-    const double bytes = std::ceil(number * scale);
-    if (!(bytes < 0x1p64)) return std::nullopt;
-    return static_cast<std::size_t>(bytes);
-  }
-  return std::nullopt;
+std::optional<std::size_t> parse_capacity(std::string_view text) {
+  std::size_t start = 0;
+  std::size_t end = text.size();
+  while (start < end && std::isspace(static_cast<unsigned char>(text[start]))) ++start;
+  while (end > start && std::isspace(static_cast<unsigned char>(text[end - 1]))) --end;
+  if (text.substr(start, end - start) == "unlimited") return pool::kUnlimited;
+  return parse_size(text);  // units.h: the one size syntax of every option
 }
 
 pool::PoolConfigParse parse_replay_pool_conf(std::string_view text) {

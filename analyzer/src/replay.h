@@ -120,10 +120,9 @@ struct MinCapacity {
 MinCapacity find_min_capacity(const ReplayTrace& trace, const pool::PoolConfig& config,
                               std::size_t granularity = std::size_t{2} << 20);
 
-// "80GiB", "512 MiB", "1.5GB", "4096": bytes; binary suffixes (KiB…TiB, and
-// K/M/G/T) are powers of 1024, decimal ones (KB…TB) of 1000. "unlimited" is
-// pool::kUnlimited. nullopt when the text is not a size.
-std::optional<std::size_t> parse_size(std::string_view text);
+// `--capacity`: a size as parse_size() (units.h) reads it ("80GiB", "512 MiB",
+// "1.5GB", "4096"), or "unlimited" for pool::kUnlimited. nullopt otherwise.
+std::optional<std::size_t> parse_capacity(std::string_view text);
 
 // `--pool-conf`: "pytorch" is PyTorch's own policy (the baseline), anything
 // else is CUMEMTRACE_POOL_CONF syntax; "" is the pool's default. Errors are

@@ -4,14 +4,45 @@
 #include <cstring>
 
 #include "byte_source.h"
+#include "cumemtrace/analyzer/units.h"
 #include "line_parser.h"
+#include "progress.h"
 
 namespace cumemtrace::analyzer {
 
 namespace {
 // Big enough that refills are rare, small enough to stay in cache-friendly
 // territory; it grows only for a longer line.
-constexpr std::size_t kInitialBufferBytes = std::size_t{1} << 20;
+constexpr std::size_t kInitialBufferBytes = std::size_t{256} << 10;
+constexpr std::size_t kBatchBytes = std::size_t{64} << 10;
+// The progress meter reads the clock once per this many lines (a mask).
+constexpr std::uint64_t kProgressEveryLines = (std::uint64_t{1} << 15) - 1;
+
+// What a file that is not a trace seems to be, from its first bytes, for
+// the one-line error: "first line is not a header" alone leaves a user
+// wondering what went wrong when they passed the wrong file.
+std::string describe_foreign(std::string_view start) {
+  const auto starts_with = [start](std::string_view magic) { return start.substr(0, magic.size()) == magic; };
+  struct Signature {
+    std::string_view magic;
+    const char* what;
+  };
+  static constexpr Signature kSignatures[] = {
+      {"\x1f\x8b", "gzip-compressed data; cumemtrace reads .jsonl or zstd-compressed .jsonl.zst"},
+      {"BZh", "bzip2-compressed data; cumemtrace reads .jsonl or zstd-compressed .jsonl.zst"},
+      {"\xfd" "7zXZ", "xz-compressed data; cumemtrace reads .jsonl or zstd-compressed .jsonl.zst"},
+      {"PK\x03\x04", "a zip archive"},
+      {"\x7f" "ELF", "an executable or library"},
+      {"v ", "it looks like a heaptrack trace"},
+  };
+  for (const Signature& s : kSignatures) {
+    if (starts_with(s.magic)) return s.what;
+  }
+  if (start.size() >= 2 && start[0] == '\x80' && start[1] >= '\x02' && start[1] <= '\x05') return "a Python pickle";
+  const std::size_t first = start.find_first_not_of(" \t\r\n");
+  if (first != std::string_view::npos && start[first] == '[') return "a JSON array, not one JSON object per line";
+  return "first line is not a header";
+}
 
 std::string quoted(std::string_view s) {
   constexpr std::size_t kMaxShown = 40;
@@ -29,6 +60,7 @@ TraceReader::TraceReader(std::string path, ReaderOptions options)
   parser_ = std::make_unique<detail::LineParser>();
   capacity_ = std::min(kInitialBufferBytes, options_.max_line_bytes + 1);
   buffer_ = std::make_unique<char[]>(capacity_ + detail::LineParser::kPadding);  // zeroed
+  if (options_.progress) progress_ = detail::make_terminal_progress(path_, source_->size());
   read_header();
 }
 
@@ -64,7 +96,8 @@ void TraceReader::grow_or_discard() {
     return;
   }
   if (stats_.lines == 0) {
-    throw TraceError(path_ + ": not a cumemtrace trace (first line is not a header)");
+    throw TraceError(path_ + ": not a cumemtrace trace (" + describe_foreign(std::string_view(buffer_.get(), end_)) +
+                     ", and no line break in its first " + format_bytes(options_.max_line_bytes) + ")");
   }
   // Too long to be a trace line: drop it as it streams past.
   discarding_long_line_ = true;
@@ -111,7 +144,7 @@ void TraceReader::read_header() {
   const detail::ParseResult result = parser_->parse(line, event_);
   const bool is_header = result.status != detail::ParseResult::Status::unknown_event &&
                          event_.ev == format::Event::header;
-  if (!is_header) throw TraceError(path_ + ": not a cumemtrace trace (first line is not a header)");
+  if (!is_header) throw TraceError(path_ + ": not a cumemtrace trace (" + describe_foreign(line) + ")");
   if (event_.format_name != format::kFormatName) {
     throw TraceError(path_ + ": not a cumemtrace trace (header format is " +
                      quoted(event_.format_name) + ")");
@@ -159,8 +192,51 @@ void TraceReader::record_bad_line(std::uint64_t line, std::string reason) {
 
 void TraceReader::finish() {
   finished_ = true;
+  if (progress_) progress_->finish();
   stats_.last_complete_line = stats_.lines;
   stats_.truncated = !stats_.has_end || stats_.partial_last_line || source_->ended_inside_frame();
+}
+
+bool TraceReader::start_batch() {
+  if (discarding_long_line_ || scan_ >= end_) return false;
+  // The complete lines in the next kBatchBytes: small enough that they are
+  // still in the cache when decoded after simdjson's indexing pass over them.
+  // [begin_, scan_) holds no newline (read_line scanned it): look after it.
+  const std::size_t limit = std::min(end_, std::max(scan_, begin_ + kBatchBytes));
+  const void* last = ::memrchr(buffer_.get() + scan_, '\n', limit - scan_);
+  if (last == nullptr) return false;  // a line longer than a batch: read_line() takes it
+  const std::size_t stop = static_cast<std::size_t>(static_cast<const char*>(last) - buffer_.get()) + 1;
+  parser_->start_batch(std::string_view(buffer_.get() + begin_, stop - begin_));
+  begin_ = scan_ = stop;
+  in_batch_ = true;
+  return true;
+}
+
+bool TraceReader::accept(const detail::ParseResult& result, std::uint64_t line_number) {
+  event_.line = line_number;
+  switch (result.status) {
+    case detail::ParseResult::Status::bad:
+      if (stats_.first_bad_lines.size() < options_.max_recorded_bad_lines) {
+        record_bad_line(line_number, result.describe());
+      } else {
+        ++stats_.bad_lines;
+      }
+      return false;
+    case detail::ParseResult::Status::unknown_event:
+      ++stats_.unknown_events;
+      ++stats_.events_by_kind[static_cast<std::size_t>(format::Event::unknown)];
+      return false;
+    case detail::ParseResult::Status::ok:
+      break;
+  }
+  stats_.unknown_fields += result.unknown_fields;
+  ++stats_.events_by_kind[static_cast<std::size_t>(event_.ev)];
+  if (event_.ev == format::Event::end) {
+    stats_.has_end = true;
+    stats_.end = EndInfo{event_.t, event_.end_reason, std::string(event_.reason),
+                         event_.live, event_.live_bytes, event_.dropped};
+  }
+  return true;
 }
 
 const TraceEvent* TraceReader::next() {
@@ -171,6 +247,20 @@ const TraceEvent* TraceReader::next() {
   if (finished_) return nullptr;
   for (;;) {
     std::string_view line;
+    detail::ParseResult result;
+    // The complete lines already in the buffer go as one batch; read_line()
+    // takes over for a line that spans reads, a too long one, the end.
+    if (in_batch_) {
+      if (parser_->next_in_batch(line, event_, result)) {
+        if ((++stats_.lines & kProgressEveryLines) == 0 && progress_) {
+          progress_->update(source_->position(), stats_.lines);
+        }
+        if (accept(result, stats_.lines)) return &event_;
+        continue;
+      }
+      in_batch_ = false;
+    }
+    if (start_batch()) continue;
     const LineStatus status = read_line(line);
     if (status == LineStatus::none || status == LineStatus::partial) {
       // Everything before the cut is used; the partial line is not.
@@ -179,35 +269,12 @@ const TraceEvent* TraceReader::next() {
       return nullptr;
     }
     const std::uint64_t line_number = ++stats_.lines;
+    if (progress_) progress_->update(source_->position(), stats_.lines);  // long lines: rare
     if (status == LineStatus::too_long) {
       record_bad_line(line_number, "line longer than " + std::to_string(options_.max_line_bytes) + " bytes");
       continue;
     }
-    const detail::ParseResult result = parser_->parse(line, event_);
-    event_.line = line_number;
-    switch (result.status) {
-      case detail::ParseResult::Status::bad:
-        if (stats_.first_bad_lines.size() < options_.max_recorded_bad_lines) {
-          record_bad_line(line_number, result.describe());
-        } else {
-          ++stats_.bad_lines;
-        }
-        continue;
-      case detail::ParseResult::Status::unknown_event:
-        ++stats_.unknown_events;
-        ++stats_.events_by_kind[static_cast<std::size_t>(format::Event::unknown)];
-        continue;
-      case detail::ParseResult::Status::ok:
-        break;
-    }
-    stats_.unknown_fields += result.unknown_fields;
-    ++stats_.events_by_kind[static_cast<std::size_t>(event_.ev)];
-    if (event_.ev == format::Event::end) {
-      stats_.has_end = true;
-      stats_.end = EndInfo{event_.t, event_.end_reason, std::string(event_.reason),
-                           event_.live, event_.live_bytes, event_.dropped};
-    }
-    return &event_;
+    if (accept(parser_->parse(line, event_), line_number)) return &event_;
   }
 }
 

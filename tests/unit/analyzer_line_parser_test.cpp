@@ -1,7 +1,9 @@
 // The line decoder: what it accepts, what it rejects and why, and strict hex.
 #include <gtest/gtest.h>
 
+#include <charconv>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "line_parser.h"
@@ -206,6 +208,121 @@ TEST(LineParser, HexIsStrict) {
   EXPECT_EQ(v, ~0ull);
   for (const char* bad : {"", "0x", "7f", "0X1", "0x1g", "0xABC", "0x 1", "0x-1", "0x10000000000000000", "x0"}) {
     EXPECT_FALSE(parse_hex(bad, v)) << bad;
+  }
+}
+
+// Everything a decoded line yields, as text, to compare two decodings.
+std::string digest(const ParseResult& r, const TraceEvent& e) {
+  std::string out = verdict(r) + " unknown_fields=" + std::to_string(r.unknown_fields);
+  if (r.status != ParseResult::Status::ok) return out;
+  auto add = [&out](const char* name, auto value) {
+    out += ' ';
+    out += name;
+    out += '=';
+    if constexpr (std::is_convertible_v<decltype(value), std::string_view>) {
+      out += std::string_view(value);
+    } else {
+      out += std::to_string(value);
+    }
+  };
+  add("ev", static_cast<int>(e.ev));
+  add("t", e.t);
+  add("tid", e.tid);
+  add("dev", e.dev);
+  add("ptr", e.ptr);
+  add("size", e.size);
+  add("block", e.block.value_or(~0ull));
+  add("stream", e.stream.value_or(~0ull));
+  add("stack", e.stack);
+  add("api", e.api);
+  add("kind", e.kind);
+  add("name", e.name);
+  add("frames", e.frames.size());
+  for (const StackFrame& f : e.frames) add("fn", f.fn);
+  add("argv", e.argv.size());
+  add("config", e.config_json);
+  add("version", e.version);
+  add("live_bytes", e.live_bytes);
+  return out;
+}
+
+TEST(LineParser, BatchGivesExactlyWhatLineByLineGives) {
+  // Each line of kLines, and the shapes only batch mode could confuse (an
+  // object over two lines, two objects on one line, leading blanks, CR LF),
+  // in a batch of its own between lines in the writer's shape.
+  const std::string good =
+      R"({"ev":"alloc","t":5,"tid":7,"api":"cudaMalloc","kind":"device","dev":0,"ptr":"0x10","size":5,"stack":0})";
+  std::vector<std::vector<std::string>> cases;
+  for (const std::string& line : kLines) cases.push_back({good, line, good, good});
+  cases.push_back({good, R"({"ev":"alloc","t":1,"tid":1,)",
+                   R"("api":"a","kind":"device","dev":0,"ptr":"0x1","size":1,"stack":0})", good});
+  for (const std::string& odd : {good + good, good + " " + good, "  " + good, good + "\r", good + "  ", "\t" + good,
+                                 good + R"("size":5,"stack":1})", good + "]", good + "\"", good + "{"}) {
+    cases.push_back({good, odd, good});
+    cases.push_back({good, odd});  // last in its batch (found by the fuzzer)
+  }
+  cases.push_back({good, good, good});
+  // Lines of one kind in a row must not inherit each other's lists.
+  const std::string stack_a = R"({"ev":"stack","id":1,"frames":[{"ip":"0x1","fn":"a"},{"ip":"0x2","fn":"b"}]})";
+  const std::string stack_b = R"({"ev":"stack","id":2,"frames":[{"ip":"0x3","fn":"c"}]})";
+  const std::string header_a = R"({"ev":"header","format":"cumemtrace","version":1,"argv":["x","y"],"config":{"a":1}})";
+  const std::string header_b = R"({"ev":"header","format":"cumemtrace","version":1,"argv":["z"]})";
+  cases.push_back({stack_a, stack_b, stack_a, good, stack_b});
+  cases.push_back({header_a, header_b, header_a, header_a});
+
+  LineParser batch_parser;
+  Decoder single;
+  for (int round = 0; round < 2; ++round) {  // the second with the field orders learnt
+    for (const std::vector<std::string>& lines : cases) {
+      std::string block;
+      for (const std::string& line : lines) block += line + '\n';
+      const std::string padded = block + std::string(LineParser::kPadding, '\0');
+      batch_parser.start_batch(std::string_view(padded.data(), block.size()));
+      std::size_t index = 0;
+      std::string_view line;
+      TraceEvent event;
+      ParseResult result;
+      while (batch_parser.next_in_batch(line, event, result)) {
+        ASSERT_LT(index, lines.size());
+        ASSERT_EQ(line, lines[index]);
+        // The reference: a fresh event, parsed alone (nothing left from earlier lines).
+        Decoder fresh;
+        EXPECT_EQ(digest(result, event), digest(fresh.parse(lines[index]), fresh.event))
+            << "line " << index << " of the batch: " << line;
+        // The same parser on one event line after line: the same again.
+        EXPECT_EQ(digest(single.parse(lines[index]), single.event), digest(fresh.parse(lines[index]), fresh.event))
+            << "line " << index << " of the batch: " << line;
+        ++index;
+      }
+      EXPECT_EQ(index, lines.size());
+    }
+  }
+}
+
+TEST(LineParser, HexAgreesWithTheStandardLibraryOnEveryLengthAndDigit) {
+  // Compare parse_hex with from_chars on every length, every digit in every
+  // position, and bytes around the ranges.
+  std::uint64_t seed = 0x9E3779B97F4A7C15ull;
+  auto random = [&seed] { return seed = seed * 6364136223846793005ull + 1442695040888963407ull; };
+  const std::string alphabet = "0123456789abcdef";
+  for (int round = 0; round < 20000; ++round) {
+    const std::size_t length = 1 + round % 16;
+    std::string digits;
+    for (std::size_t i = 0; i < length; ++i) digits += alphabet[(random() >> 33) % 16];
+    if (round % 3 == 0) {  // one byte that is not a lowercase hex digit
+      static constexpr char kNotDigitBytes[] = "/:`gAF G\x7f\x80\xff\0x-";
+      static const std::string kNotDigits(kNotDigitBytes, sizeof kNotDigitBytes - 1);
+      digits[(random() >> 33) % length] = kNotDigits[(random() >> 33) % kNotDigits.size()];
+    }
+    std::uint64_t expected = 0;
+    const auto [end, error] = std::from_chars(digits.data(), digits.data() + digits.size(), expected, 16);
+    const bool valid = error == std::errc() && end == digits.data() + digits.size() &&
+                       digits.find_first_of("ABCDEF") == std::string::npos;
+    std::uint64_t actual = 0;
+    EXPECT_EQ(parse_hex("0x" + digits, actual), valid) << digits;
+    if (valid) {
+      EXPECT_EQ(actual, expected) << digits;
+    }
   }
 }
 

@@ -221,16 +221,16 @@ TEST(Replay, LoadingSkipsWhatIsNotDevicePoolMemory) {
 }
 
 TEST(Replay, ParsesSizesAndPoolSettings) {
-  EXPECT_EQ(parse_size("4096"), 4096u);
-  EXPECT_EQ(parse_size("80GiB"), std::size_t{80} << 30);
-  EXPECT_EQ(parse_size(" 512 MiB "), std::size_t{512} << 20);
-  EXPECT_EQ(parse_size("1.5g"), std::size_t{3} << 29);
-  EXPECT_EQ(parse_size("2GB"), 2'000'000'000u);
-  EXPECT_EQ(parse_size("unlimited"), pool::kUnlimited);
-  EXPECT_EQ(parse_size("lots"), std::nullopt);
-  EXPECT_EQ(parse_size("12 parsecs"), std::nullopt);
-  EXPECT_EQ(parse_size("1e30"), std::nullopt);
-  EXPECT_EQ(parse_size("99999999999TiB"), std::nullopt);
+  EXPECT_EQ(parse_capacity("4096"), 4096u);
+  EXPECT_EQ(parse_capacity("80GiB"), std::size_t{80} << 30);
+  EXPECT_EQ(parse_capacity(" 512 MiB "), std::size_t{512} << 20);
+  EXPECT_EQ(parse_capacity("1.5g"), std::size_t{3} << 29);
+  EXPECT_EQ(parse_capacity("2GB"), 2'000'000'000u);
+  EXPECT_EQ(parse_capacity("unlimited"), pool::kUnlimited);
+  EXPECT_EQ(parse_capacity("lots"), std::nullopt);
+  EXPECT_EQ(parse_capacity("12 parsecs"), std::nullopt);
+  EXPECT_EQ(parse_capacity("1e30"), std::nullopt);
+  EXPECT_EQ(parse_capacity("99999999999TiB"), std::nullopt);
 
   EXPECT_TRUE(parse_replay_pool_conf("pytorch").ok());
   EXPECT_TRUE(parse_replay_pool_conf("").ok());

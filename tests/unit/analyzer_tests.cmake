@@ -14,15 +14,20 @@ endforeach()
 add_executable(analyzer_unit_tests
   analyzer_address_map_test.cpp
   analyzer_analysis_test.cpp
+  analyzer_bad_input_test.cpp
+  analyzer_check_test.cpp
+  analyzer_diff_test.cpp
   analyzer_cli_test.cpp
   analyzer_export_test.cpp
   analyzer_fragmentation_test.cpp
   analyzer_growth_test.cpp
   analyzer_html_test.cpp
   analyzer_line_parser_test.cpp
+  analyzer_memory_test.cpp
   analyzer_multi_report_test.cpp
   analyzer_oom_test.cpp
   analyzer_phases_test.cpp
+  analyzer_progress_test.cpp
   analyzer_reader_test.cpp
   analyzer_report_test.cpp
   analyzer_test_support.cpp

@@ -39,3 +39,5 @@ add_test(NAME golden_normal_leak_output_file
 # Goldens of `cumemtrace timeline` and `export` (and the HTML outlines, in
 # html_integration.cmake): see charts/README.md.
 include(${CMAKE_CURRENT_LIST_DIR}/charts/charts_golden.cmake)
+
+include(${CMAKE_CURRENT_LIST_DIR}/check_diff.cmake)

@@ -39,6 +39,9 @@ struct ReaderOptions {
   std::size_t max_line_bytes = std::size_t{16} << 20;
   // How many bad lines are kept, with their line numbers, for the report.
   std::size_t max_recorded_bad_lines = 5;
+  // A progress line on stderr while reading, when stderr is a terminal and
+  // reading takes more than a couple of seconds (the command line's choice).
+  bool progress = false;
 };
 
 struct BadLine {
@@ -68,6 +71,8 @@ struct ReaderStats {
 namespace detail {
 class ByteSource;
 class LineParser;
+class ProgressMeter;
+struct ParseResult;
 }  // namespace detail
 
 class TraceReader {
@@ -92,6 +97,8 @@ class TraceReader {
  private:
   enum class LineStatus { complete, too_long, partial, none };
   LineStatus read_line(std::string_view& line);
+  bool start_batch();
+  bool accept(const detail::ParseResult& result, std::uint64_t line_number);
   bool fill_buffer();
   void grow_or_discard();
   void read_header();
@@ -102,6 +109,7 @@ class TraceReader {
   ReaderOptions options_;
   std::unique_ptr<detail::ByteSource> source_;
   std::unique_ptr<detail::LineParser> parser_;
+  std::unique_ptr<detail::ProgressMeter> progress_;  // null: none shown
 
   // Read buffer: data in [begin_, end_), scanned for '\n' up to scan_; a
   // zeroed tail of simdjson padding always follows capacity_.
@@ -112,6 +120,7 @@ class TraceReader {
   std::size_t scan_ = 0;
   bool eof_ = false;
   bool discarding_long_line_ = false;
+  bool in_batch_ = false;  // lines come from parser_'s batch, not read_line()
   bool header_pending_ = true;  // the header event has not been yielded yet
   bool finished_ = false;
 

@@ -2,7 +2,9 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
+#include <string_view>
 
 namespace cumemtrace::analyzer {
 
@@ -11,5 +13,21 @@ std::string format_bytes(std::uint64_t bytes);
 
 // Nanoseconds since the trace started, as seconds: "1.234567 s".
 std::string format_seconds(std::uint64_t ns);
+
+// A size as people write it on a command line, in bytes: "4096", "512MiB",
+// "1.5 GB". Binary units KiB MiB GiB TiB PiB (and K M G T P, as in most
+// tools), decimal units kB MB GB TB PB, and B; units are case-insensitive
+// except that "b" alone is refused (bits?). A fraction must come to a whole
+// number of bytes. nullopt for anything else (negative, garbage, > 2^64-1).
+std::optional<std::uint64_t> parse_size(std::string_view text);
+
+// A count: digits only. nullopt otherwise or beyond 2^64-1.
+std::optional<std::uint64_t> parse_count(std::string_view text);
+
+// A ratio in [0, 1]: "0.25" or "25%".
+std::optional<double> parse_fraction(std::string_view text);
+
+// A non-negative percentage: "10" or "10%" give 10, "2.5" 2.5.
+std::optional<double> parse_percent(std::string_view text);
 
 }  // namespace cumemtrace::analyzer

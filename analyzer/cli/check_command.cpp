@@ -1,0 +1,211 @@
+// `cumemtrace check TRACE... --max-...`: limits for CI, exit 1 when one is
+// exceeded; and `run --check LIST`, which checks the traces a run wrote.
+#include <glob.h>
+#include <spdlog/spdlog.h>
+#include <sys/stat.h>
+
+#include <CLI/CLI.hpp>
+#include <map>
+#include <tuple>
+
+#include "commands.h"
+#include "cumemtrace/analyzer/check.h"
+#include "cumemtrace/analyzer/trace_reader.h"
+#include "cumemtrace/output_template.h"
+#include "exit_codes.h"
+#include "load_report.h"
+#include "output_file.h"
+
+namespace cumemtrace::cli {
+
+namespace {
+
+using analyzer::Check;
+using analyzer::CheckResult;
+using analyzer::Comparison;
+using analyzer::Metric;
+using analyzer::TraceVerdict;
+
+struct LimitOption {
+  const char* flag;
+  Metric metric;
+  std::string CheckArgs::*value;
+  const char* help;
+};
+
+constexpr LimitOption kLimitOptions[] = {
+    {"--max-peak-allocated", Metric::peak_allocated, &CheckArgs::max_peak_allocated,
+     "Highest allowed peak of allocated memory (SIZE: bytes, 512MiB, 2GiB, 1.5GB)"},
+    {"--max-peak-reserved", Metric::peak_reserved, &CheckArgs::max_peak_reserved,
+     "Highest allowed peak of reserved memory (SIZE)"},
+    {"--max-leaked-bytes", Metric::leaked_bytes, &CheckArgs::max_leaked_bytes,
+     "Most memory allowed to be still allocated at the end (SIZE)"},
+    {"--max-leaked-count", Metric::leaked_count, &CheckArgs::max_leaked_count,
+     "Most allocations allowed to be still live at the end (N)"},
+    {"--max-growth", Metric::growth, &CheckArgs::max_growth,
+     "Largest allowed growth leak, in bytes per iteration (SIZE)"},
+    {"--max-fragmentation", Metric::fragmentation, &CheckArgs::max_fragmentation,
+     "Highest allowed fragmentation when reserved memory peaked, 1 - allocated/reserved (0.25 or 25%)"},
+    {"--max-ooms", Metric::ooms, &CheckArgs::max_ooms, "Most out-of-memory failures allowed (N)"},
+};
+
+// Checks every trace; prints a verdict per check on stdout and one line per
+// violation on stderr. Returns the exit code.
+int check_traces(const std::vector<std::string>& traces, const std::vector<Check>& checks,
+                 const analyzer::Suppressions& suppressions, const std::string& junit_path) {
+  std::vector<TraceVerdict> verdicts;
+  bool unreadable = false;
+  bool failed = false;
+  std::string out;
+  for (const std::string& trace : traces) {
+    TraceVerdict verdict;
+    verdict.trace = trace;
+    out += "check " + trace + "\n";
+    try {
+      const nlohmann::ordered_json report = load_json_report(trace);
+      verdict.results = analyzer::evaluate_checks(report, checks, suppressions);
+      if (report.value("truncated", false)) {
+        out += "  note: the trace was cut short; the figures cover the run up to the cut\n";
+      }
+    } catch (const analyzer::TraceError& e) {
+      spdlog::error("{}", e.what());
+      verdict.read_error = e.what();
+      unreadable = true;
+      out += "  ERROR cannot read the trace\n";
+    }
+    for (const CheckResult& r : verdict.results) {
+      const char* tag = r.status == CheckResult::Status::pass ? "ok  " : "FAIL";
+      out += std::string("  ") + tag + "  " + r.message + "\n";
+      if (!r.passed()) {
+        spdlog::error("check failed: {} (trace {})", r.message, trace);
+        failed = true;
+      }
+    }
+    verdicts.push_back(std::move(verdict));
+  }
+  if (std::string error = write_output("", out); !error.empty()) spdlog::error("{}", error);
+  if (!junit_path.empty()) {
+    if (std::string error = write_output(junit_path, analyzer::junit_xml(verdicts)); !error.empty()) {
+      spdlog::error("{}", error);
+      return kExitUsage;
+    }
+  }
+  if (unreadable) return kExitUsage;
+  return failed ? kExitCheckFailed : kExitOk;
+}
+
+// The files the output template can produce, as a glob pattern: %p and %t
+// (a child's pid, the start time) match anything.
+std::string trace_glob(std::string_view output_template) {
+  std::string pattern;
+  for (std::size_t i = 0; i < output_template.size(); ++i) {
+    const char c = output_template[i];
+    if (c == '%' && i + 1 < output_template.size()) {
+      switch (output_template[++i]) {
+        case 'p':
+        case 't': pattern += '*'; continue;
+        case 'h': {
+          char host[256] = {};
+          ::gethostname(host, sizeof host - 1);
+          pattern += format::file_name_safe(host);
+          continue;
+        }
+        case 'r': pattern += format::file_name_safe(format::rank_from_environment()); continue;
+        case '%': pattern += '%'; continue;
+        default: pattern += '%'; break;  // stays as written, like the preload does
+      }
+    }
+    const char literal = output_template[i];
+    if (literal == '*' || literal == '?' || literal == '[' || literal == '\\') pattern += '\\';
+    pattern += literal;
+  }
+  return pattern;
+}
+
+using FileStamp = std::tuple<ino_t, std::int64_t, std::int64_t, off_t>;  // inode, mtime s, ns, size
+
+std::map<std::string, FileStamp> matching_files(const std::string& pattern) {
+  std::map<std::string, FileStamp> files;
+  glob_t found{};
+  if (::glob(pattern.c_str(), 0, nullptr, &found) == 0) {
+    for (std::size_t i = 0; i < found.gl_pathc; ++i) {
+      struct stat st {};
+      if (::stat(found.gl_pathv[i], &st) != 0 || !S_ISREG(st.st_mode)) continue;
+      files[found.gl_pathv[i]] = FileStamp{st.st_ino, st.st_mtim.tv_sec, st.st_mtim.tv_nsec, st.st_size};
+    }
+  }
+  ::globfree(&found);
+  return files;
+}
+
+}  // namespace
+
+CLI::App* add_check_command(CLI::App& app, CheckArgs& args) {
+  CLI::App* check = app.add_subcommand(
+      "check", "Check traces against limits, for CI: exit 1 with one line per limit exceeded, 0 when all hold");
+  check->add_option("traces", args.traces, "Trace files (.jsonl or .jsonl.zst)")->required();
+  for (const LimitOption& option : kLimitOptions) check->add_option(option.flag, args.*option.value, option.help);
+  check->add_option("--suppressions", args.suppressions,
+                    "Known leaks: one function-name pattern per line (* matches anything, # comments); "
+                    "a leak whose stack has a matching function is not counted");
+  check->add_option("--junit", args.junit, "Also write the verdicts as JUnit XML to this file");
+  return check;
+}
+
+int check_command(const CheckArgs& args) {
+  try {
+    std::vector<Check> checks;
+    for (const LimitOption& option : kLimitOptions) {
+      const std::string& value = args.*option.value;
+      if (!value.empty()) checks.push_back(analyzer::make_check(option.metric, Comparison::at_most, value, option.flag));
+    }
+    if (checks.empty()) {
+      spdlog::error("check: no limit given (--max-peak-allocated, --max-leaked-bytes, ...; see check --help)");
+      return kExitUsage;
+    }
+    const analyzer::Suppressions suppressions =
+        args.suppressions.empty() ? analyzer::Suppressions{} : analyzer::Suppressions::load(args.suppressions);
+    return check_traces(args.traces, checks, suppressions, args.junit);
+  } catch (const analyzer::CheckError& e) {
+    spdlog::error("{}", e.what());
+    return kExitUsage;
+  }
+}
+
+struct RunCheck::State {
+  std::vector<Check> checks;
+  std::string pattern;
+  std::map<std::string, FileStamp> before;
+};
+
+std::unique_ptr<RunCheck> RunCheck::prepare(const std::string& list, const std::string& output_template) {
+  auto state = std::make_unique<State>();
+  try {
+    state->checks = analyzer::parse_check_list(list);
+  } catch (const analyzer::CheckError& e) {
+    spdlog::error("{}", e.what());
+    return nullptr;
+  }
+  state->pattern = trace_glob(output_template);
+  state->before = matching_files(state->pattern);
+  return std::unique_ptr<RunCheck>(new RunCheck(std::move(state)));
+}
+
+RunCheck::RunCheck(std::unique_ptr<State> state) : state_(std::move(state)) {}
+RunCheck::~RunCheck() = default;
+
+int RunCheck::check_new_traces() {
+  std::vector<std::string> traces;
+  for (const auto& [path, stamp] : matching_files(state_->pattern)) {
+    const auto old = state_->before.find(path);
+    if (old == state_->before.end() || old->second != stamp) traces.push_back(path);
+  }
+  if (traces.empty()) {
+    // Nothing measured is not a pass: the limits were asked for.
+    spdlog::error("check failed: no trace was written (the program made no device allocation that cumemtrace saw)");
+    return kExitCheckFailed;
+  }
+  return check_traces(traces, state_->checks, analyzer::Suppressions{}, "");
+}
+
+}  // namespace cumemtrace::cli

@@ -1,0 +1,328 @@
+// `cumemtrace check`: sizes as people write them, check lists, suppressions,
+// the verdicts on report objects (fixtures for the keys other parts of the
+// report add), JUnit XML, and the command end to end, `run --check` included.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+
+#include <nlohmann/json.hpp>
+
+#include "analyzer_test_support.h"
+#include "cumemtrace/analyzer/check.h"
+#include "cumemtrace/analyzer/units.h"
+
+namespace cumemtrace::analyzer {
+namespace {
+
+using Json = nlohmann::ordered_json;
+using testing::CommandResult;
+using testing::TempDir;
+
+TEST(Units, SizesInBinaryAndDecimalUnits) {
+  EXPECT_EQ(parse_size("0"), 0u);
+  EXPECT_EQ(parse_size("4096"), 4096u);
+  EXPECT_EQ(parse_size("512MiB"), 512ull << 20);
+  EXPECT_EQ(parse_size("2GiB"), 2ull << 30);
+  EXPECT_EQ(parse_size("2 GiB"), 2ull << 30);
+  EXPECT_EQ(parse_size(" 2gib "), 2ull << 30);
+  EXPECT_EQ(parse_size("2G"), 2ull << 30);
+  EXPECT_EQ(parse_size("1.5GB"), 1500000000u);
+  EXPECT_EQ(parse_size("1.5GiB"), 3ull << 29);
+  EXPECT_EQ(parse_size("0.5KiB"), 512u);
+  EXPECT_EQ(parse_size(".5KiB"), 512u);
+  EXPECT_EQ(parse_size("10kB"), 10000u);
+  EXPECT_EQ(parse_size("3TiB"), 3ull << 40);
+  EXPECT_EQ(parse_size("1PB"), 1000000000000000u);
+  EXPECT_EQ(parse_size("100B"), 100u);
+  EXPECT_EQ(parse_size("18446744073709551615"), 18446744073709551615ull);
+  for (const char* bad : {"", " ", "GiB", "-1", "-1GiB", "+5", "1e9", "0x10", "2XB", "2 G iB", "1.1B", "0.3KiB",
+                          "18446744073709551616", "16EiB", "20000PiB", "1..5GiB", "1,5GiB", "nan", "inf", "2GiB2",
+                          "99999999999999999999999999999999999999"}) {
+    EXPECT_EQ(parse_size(bad), std::nullopt) << bad;
+  }
+  EXPECT_EQ(parse_count("12"), 12u);
+  EXPECT_EQ(parse_count("1.0"), std::nullopt);
+  EXPECT_EQ(parse_count("-1"), std::nullopt);
+  EXPECT_EQ(parse_count("1k"), std::nullopt);
+  EXPECT_EQ(parse_fraction("0.25"), 0.25);
+  EXPECT_EQ(parse_fraction("25%"), 0.25);
+  EXPECT_EQ(parse_fraction("1"), 1.0);
+  EXPECT_EQ(parse_fraction("1.5"), std::nullopt);
+  EXPECT_EQ(parse_fraction("150%"), std::nullopt);
+  EXPECT_EQ(parse_fraction("-0.1"), std::nullopt);
+  EXPECT_EQ(parse_fraction("x"), std::nullopt);
+}
+
+TEST(Check, ListsWithNamesAliasesAndComparisons) {
+  const std::vector<Check> checks = parse_check_list("peak_allocated<=2GiB, leaked_bytes==0,peak<1MiB,leaks<=3,"
+                                                     "fragmentation<=25%,growth<=4KiB,ooms==0,reserved<=1GB,");
+  ASSERT_EQ(checks.size(), 8u);
+  EXPECT_EQ(describe_check(checks[0]), "peak_allocated <= 2.00 GiB");
+  EXPECT_EQ(describe_check(checks[1]), "leaked_bytes == 0 B");
+  EXPECT_EQ(describe_check(checks[2]), "peak_allocated < 1.00 MiB");
+  EXPECT_EQ(describe_check(checks[3]), "leaked_count <= 3");
+  EXPECT_EQ(describe_check(checks[4]), "fragmentation <= 0.250");
+  EXPECT_EQ(describe_check(checks[5]), "growth_bytes_per_iteration <= 4.00 KiB");
+  EXPECT_EQ(describe_check(checks[6]), "ooms == 0");
+  EXPECT_EQ(describe_check(checks[7]), "peak_reserved <= 953.67 MiB");
+  EXPECT_EQ(parse_check_list("leaked==0")[0].metric, Metric::leaked_bytes);  // DESIGN.md's spelling
+
+  auto error_of = [](const char* text) {
+    try {
+      parse_check_list(text);
+    } catch (const CheckError& e) {
+      return std::string(e.what());
+    }
+    return std::string("(accepted)");
+  };
+  EXPECT_EQ(error_of(""), "--check: empty check in ''");
+  EXPECT_EQ(error_of("peak<=1GiB,,leaked==0"), "--check: empty check in 'peak<=1GiB,,leaked==0'");
+  EXPECT_EQ(error_of("peak"), "--check: 'peak' is not NAME<=VALUE, NAME<VALUE or NAME==VALUE");
+  EXPECT_EQ(error_of("peak>=1GiB"), "--check: 'peak>=1GiB': the comparison must be <=, < or ==");
+  EXPECT_EQ(error_of("peak=1GiB"), "--check: 'peak=1GiB': the comparison must be <=, < or ==");
+  EXPECT_EQ(error_of("speed<=1"),
+            "--check: unknown name 'speed' (known: peak_allocated, peak_reserved, leaked_bytes, leaked_count, "
+            "growth_bytes_per_iteration, fragmentation, ooms)");
+  EXPECT_EQ(error_of("peak<=lots"),
+            "--check peak_allocated: 'lots' is not a size (bytes, or with a unit: 512MiB, 2GiB, 1.5GB)");
+  EXPECT_EQ(error_of("ooms<=1.5"), "--check ooms: '1.5' is not a count (a whole number)");
+  EXPECT_EQ(error_of("fragmentation<=2"),
+            "--check fragmentation: '2' is not a fraction between 0 and 1 (0.25 or 25%)");
+}
+
+TEST(Check, GlobsAndSuppressionFiles) {
+  EXPECT_TRUE(glob_match("cache_*", "cache_grow"));
+  EXPECT_TRUE(glob_match("*::allocate*", "pool::allocate(unsigned long)"));
+  EXPECT_TRUE(glob_match("*", ""));
+  EXPECT_TRUE(glob_match("a*b*c", "aXXbYYc"));
+  EXPECT_FALSE(glob_match("a*b*c", "aXXbYY"));
+  EXPECT_FALSE(glob_match("cache", "cache_grow"));  // whole names only
+  EXPECT_TRUE(glob_match("f(int)", "f(int)"));      // brackets are literal
+  EXPECT_FALSE(glob_match("?", "x"));               // only * is special
+  // No exponential blow-up on a pathological pattern.
+  EXPECT_FALSE(glob_match("*a*a*a*a*a*a*a*a*a*a*b", std::string(5000, 'a')));
+
+  const Suppressions s = Suppressions::parse("# known leaks\n\n  warm_up_cache  \nthird_party::*  # vendor code\n");
+  EXPECT_TRUE(s.matches("warm_up_cache"));
+  EXPECT_TRUE(s.matches("third_party::init()"));
+  EXPECT_FALSE(s.matches("main"));
+  EXPECT_FALSE(s.matches("# known leaks"));
+  // From `functions`, else from the frames' fn (null names never match).
+  EXPECT_TRUE(s.suppresses(Json::parse(R"({"functions":["main","warm_up_cache"]})")));
+  EXPECT_TRUE(s.suppresses(Json::parse(R"({"frames":[{"fn":null},{"fn":"third_party::go"}]})")));
+  EXPECT_FALSE(s.suppresses(Json::parse(R"({"frames":[{"fn":null},{"fn":"main"}]})")));
+  EXPECT_FALSE(Suppressions::parse("# nothing\n").suppresses(Json::parse(R"({"functions":["a"]})")));
+}
+
+// A report with every key check reads, as REPORT_FORMAT.md describes them.
+Json full_report() {
+  return Json::parse(R"({
+    "peak_allocated": 3221225472, "peak_reserved": 4294967296, "leaked_bytes": 12288, "leaked_count": 3,
+    "ooms": 2,
+    "leaks": [
+      {"stack": 4, "bytes": 8192, "count": 2, "frames": [{"fn": "warm_up_cache"}, {"fn": "main"}]},
+      {"stack": 0, "bytes": 4096, "count": 1, "frames": []}],
+    "growth": [
+      {"stack": 7, "functions": ["Logger::append", "train_step"], "bytes_per_iteration": 65536},
+      {"stack": 8, "functions": ["history_push", "train_step"], "bytes_per_iteration": 1024}],
+    "growth_bytes_per_iteration": 65536,
+    "fragmentation": {"samples": 3, "at_peak_reserved": 0.3125}
+  })");
+}
+
+std::vector<std::string> messages(const std::vector<CheckResult>& results) {
+  std::vector<std::string> out;
+  for (const CheckResult& r : results) {
+    const char* status = r.status == CheckResult::Status::pass ? "pass: " : r.status == CheckResult::Status::fail ? "fail: " : "n/a: ";
+    out.push_back(status + r.message);
+  }
+  return out;
+}
+
+TEST(Check, VerdictsOnTheReportKeys) {
+  const std::vector<Check> checks = parse_check_list(
+      "peak<=2GiB,reserved<=4GiB,leaked<=12KiB,leaks<3,growth<=32KiB,fragmentation<=0.25,ooms==0");
+  EXPECT_EQ(messages(evaluate_checks(full_report(), checks, Suppressions{})),
+            (std::vector<std::string>{"fail: peak allocated 3.00 GiB > 2.00 GiB",
+                                      "pass: peak reserved 4.00 GiB <= 4.00 GiB",
+                                      "pass: leaked 12.00 KiB <= 12.00 KiB",
+                                      "fail: leaked allocations 3 >= 3",
+                                      "fail: growth per iteration 64.00 KiB > 32.00 KiB",
+                                      "fail: fragmentation at peak reserved 0.312 > 0.250",
+                                      "fail: out-of-memory failures 2 != 0"}));
+}
+
+TEST(Check, SuppressionsRemoveKnownLeaksAndGrowth) {
+  const std::vector<Check> checks = parse_check_list("leaked<=4KiB,leaks<=1,growth<=1KiB");
+  const Suppressions known = Suppressions::parse("warm_up_cache\nLogger::*\n");
+  EXPECT_EQ(messages(evaluate_checks(full_report(), checks, known)),
+            (std::vector<std::string>{"pass: leaked 4.00 KiB (after suppressions) <= 4.00 KiB",
+                                      "pass: leaked allocations 1 (after suppressions) <= 1",
+                                      "pass: growth per iteration 1.00 KiB (after suppressions) <= 1.00 KiB"}));
+}
+
+TEST(Check, AKeyTheReportLacksIsNeverAPass) {
+  // A report from before growth and fragmentation existed, and one whose
+  // trace reserved nothing (at_peak_reserved null).
+  Json old = full_report();
+  old.erase("growth");
+  old.erase("growth_bytes_per_iteration");
+  old.erase("fragmentation");
+  old.erase("ooms");
+  const std::vector<Check> checks = parse_check_list("growth<=1GiB,fragmentation<=1,ooms<=100");
+  EXPECT_EQ(messages(evaluate_checks(old, checks, Suppressions{})),
+            (std::vector<std::string>{"n/a: growth per iteration not available in this trace",
+                                      "n/a: fragmentation at peak reserved not available in this trace",
+                                      "n/a: out-of-memory failures not available in this trace"}));
+  Json nothing_reserved = full_report();
+  nothing_reserved["fragmentation"]["at_peak_reserved"] = nullptr;
+  EXPECT_EQ(evaluate_checks(nothing_reserved, parse_check_list("fragmentation<=1"), Suppressions{})[0].status,
+            CheckResult::Status::unavailable);
+  // Only the summary key: usable, but not with suppressions (which entry?).
+  Json summary_only = full_report();
+  summary_only.erase("growth");
+  EXPECT_EQ(evaluate_checks(summary_only, parse_check_list("growth<=64KiB"), Suppressions{})[0].status,
+            CheckResult::Status::pass);
+  EXPECT_EQ(evaluate_checks(summary_only, parse_check_list("growth<=64KiB"), Suppressions::parse("x"))[0].status,
+            CheckResult::Status::unavailable);
+  Json no_leak_list = full_report();
+  no_leak_list.erase("leaks");
+  EXPECT_EQ(evaluate_checks(no_leak_list, parse_check_list("leaked<=1GiB"), Suppressions::parse("x"))[0].status,
+            CheckResult::Status::unavailable);
+}
+
+TEST(Check, JUnitXmlEscapesEverythingFromTheTrace) {
+  EXPECT_EQ(xml_escape("a<b>&\"c'"), "a&lt;b&gt;&amp;&quot;c&apos;");
+  EXPECT_EQ(xml_escape(std::string("x\0y\x01\t\n", 6)), "x\xEF\xBF\xBDy\xEF\xBF\xBD&#9;&#10;");
+  EXPECT_EQ(xml_escape("caf\xc3\xa9 \xe2\x82\xac"), "caf\xc3\xa9 \xe2\x82\xac");  // valid UTF-8 kept
+  EXPECT_EQ(xml_escape("\xff\xc3"), "\xEF\xBF\xBD\xEF\xBF\xBD");                    // invalid replaced
+  EXPECT_EQ(xml_escape("\xed\xa0\x80"), "\xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBD");    // a surrogate
+
+  TraceVerdict ok{"runs/<ok>.jsonl", "", evaluate_checks(full_report(), parse_check_list("ooms<=2"), {})};
+  TraceVerdict bad{"b&d.jsonl", "", evaluate_checks(full_report(), parse_check_list("peak<1GiB"), {})};
+  TraceVerdict unreadable{"gone.jsonl", "gone.jsonl: cannot open: No such file or directory", {}};
+  EXPECT_EQ(junit_xml({ok, bad, unreadable}),
+            "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
+            "<testsuites name=\"cumemtrace check\" tests=\"3\" failures=\"1\" errors=\"1\">\n"
+            "  <testsuite name=\"runs/&lt;ok&gt;.jsonl\" tests=\"1\" failures=\"0\" errors=\"0\">\n"
+            "    <testcase classname=\"cumemtrace.check\" name=\"ooms &lt;= 2\"/>\n"
+            "  </testsuite>\n"
+            "  <testsuite name=\"b&amp;d.jsonl\" tests=\"1\" failures=\"1\" errors=\"0\">\n"
+            "    <testcase classname=\"cumemtrace.check\" name=\"peak_allocated &lt; 1.00 GiB\">\n"
+            "      <failure message=\"peak allocated 3.00 GiB &gt;= 1.00 GiB (trace b&amp;d.jsonl)\">"
+            "peak allocated 3.00 GiB &gt;= 1.00 GiB (trace b&amp;d.jsonl)</failure>\n"
+            "    </testcase>\n"
+            "  </testsuite>\n"
+            "  <testsuite name=\"gone.jsonl\" tests=\"1\" failures=\"0\" errors=\"1\">\n"
+            "    <testcase classname=\"cumemtrace.check\" name=\"read trace\">\n"
+            "      <error message=\"gone.jsonl: cannot open: No such file or directory\"/>\n"
+            "    </testcase>\n"
+            "  </testsuite>\n"
+            "</testsuites>\n");
+}
+
+CommandResult cli(std::vector<std::string> args, testing::EnvChanges env = {}) {
+  args.insert(args.begin(), testing::cli_path());
+  return testing::run_command(args, env);
+}
+
+// 2 KiB then 6 KiB allocated, 4 KiB of it still live at the end (one leak
+// from warm_up_cache), 8 KiB reserved.
+std::string leaky_trace() {
+  return testing::join_lines({
+      testing::header_line(),
+      R"({"ev":"stack","id":1,"frames":[{"ip":"0x10","fn":"warm_up_cache","module":"/bin/app","off":"0x10"}]})",
+      R"({"ev":"segment_alloc","t":1,"dev":0,"ptr":"0x1000","size":8192,"api":"cudaMalloc"})",
+      testing::alloc_line(2, "0x1000", 2048, 0, 1),
+      testing::alloc_line(3, "0x2000", 4096),
+      testing::free_line(4, "0x2000", 4096),
+      testing::alloc_line(5, "0x3000", 2048),
+      testing::end_line(6),
+  });
+}
+
+TEST(Check, CommandExitCodesMessagesAndJUnit) {
+  TempDir tmp;
+  testing::write_file(tmp.path("t.jsonl"), leaky_trace());
+  const CommandResult pass = cli({"check", tmp.path("t.jsonl"), "--max-peak-allocated", "6KiB", "--max-ooms", "0"});
+  EXPECT_EQ(pass.exit_code, 0) << pass.err;
+  EXPECT_EQ(pass.err, "");
+  EXPECT_EQ(pass.out, "check " + tmp.path("t.jsonl") + "\n  ok    peak allocated 6.00 KiB <= 6.00 KiB\n"
+                                                         "  ok    out-of-memory failures 0 <= 0\n");
+
+  const CommandResult fail = cli({"check", tmp.path("t.jsonl"), "--max-peak-allocated", "5KiB", "--max-leaked-bytes",
+                                  "0", "--max-peak-reserved", "1GiB", "--junit", tmp.path("junit.xml")});
+  EXPECT_EQ(fail.exit_code, 1);
+  EXPECT_EQ(fail.err, "cumemtrace: check failed: peak allocated 6.00 KiB > 5.00 KiB (trace " + tmp.path("t.jsonl") +
+                          ")\ncumemtrace: check failed: leaked 4.00 KiB > 0 B (trace " + tmp.path("t.jsonl") + ")\n");
+  const std::string junit = testing::read_file(tmp.path("junit.xml"));
+  EXPECT_NE(junit.find("tests=\"3\" failures=\"2\""), std::string::npos) << junit;
+
+  testing::write_file(tmp.path("known.supp"), "warm_up_*\n");
+  const CommandResult suppressed = cli({"check", tmp.path("t.jsonl"), "--max-leaked-bytes", "2KiB",
+                                        "--max-leaked-count", "1", "--suppressions", tmp.path("known.supp")});
+  EXPECT_EQ(suppressed.exit_code, 0) << suppressed.err;
+
+  // Several traces: every one is checked, the verdict covers all.
+  testing::write_file(tmp.path("small.jsonl"), testing::join_lines({testing::header_line(), testing::end_line(1)}));
+  const CommandResult two = cli({"check", tmp.path("small.jsonl"), tmp.path("t.jsonl"), "--max-peak-allocated", "1KiB"});
+  EXPECT_EQ(two.exit_code, 1);
+  EXPECT_EQ(two.err, "cumemtrace: check failed: peak allocated 6.00 KiB > 1.00 KiB (trace " + tmp.path("t.jsonl") + ")\n");
+
+  // Bad usage and unreadable input: exit 2, one line.
+  for (const std::vector<std::string>& args : std::vector<std::vector<std::string>>{
+           {"check", tmp.path("t.jsonl")},
+           {"check", tmp.path("t.jsonl"), "--max-peak-allocated", "2 gigs"},
+           {"check", tmp.path("t.jsonl"), "--max-leaked-count", "-1"},
+           {"check", tmp.path("t.jsonl"), "--max-fragmentation", "1.2"},
+           {"check", tmp.path("t.jsonl"), "--max-ooms", "1", "--suppressions", tmp.path("none.supp")},
+           {"check", tmp.path("missing.jsonl"), "--max-ooms", "1"},
+       }) {
+    const CommandResult r = cli(args);
+    EXPECT_EQ(r.exit_code, 2) << args.back() << ": " << r.err;
+    EXPECT_EQ(r.err.rfind("cumemtrace: ", 0), 0u) << r.err;
+    EXPECT_EQ(r.err.find('\n'), r.err.size() - 1) << r.err;
+  }
+}
+
+// `run --check` with a stand-in program that writes a trace where the
+// template says (as the preload would) and a forked child's trace.
+TEST(Check, RunChecksTheTracesTheProgramWrote) {
+  TempDir tmp;
+  testing::write_file(tmp.path("leaky.jsonl"), leaky_trace());
+  testing::write_file(tmp.path("run.999999.jsonl"), leaky_trace());  // an older run's: not checked
+  const testing::EnvChanges env{{"CUMEMTRACE_LIBRARY", testing::empty_preload(1)}};
+  const std::string write_traces = "cp " + tmp.path("leaky.jsonl") + " " + tmp.path("run.$$.jsonl") + "; (cp " +
+                                   tmp.path("leaky.jsonl") + " " + tmp.path("run.child$$.jsonl") + ")";
+  const std::string output = tmp.path("run.%p.jsonl");
+
+  const CommandResult fail = cli({"run", "-o", output, "--check", "peak<=4KiB,leaked==0", "--", "sh", "-c", write_traces}, env);
+  EXPECT_EQ(fail.exit_code, 1) << fail.err;
+  EXPECT_EQ(std::count(fail.err.begin(), fail.err.end(), '\n'), 5) << fail.err;  // "trace written" + 2 x 2 violations
+  EXPECT_NE(fail.err.find("check failed: peak allocated 6.00 KiB > 4.00 KiB (trace " + tmp.path("run.child")),
+            std::string::npos) << fail.err;
+  EXPECT_EQ(fail.err.find("999999"), std::string::npos) << fail.err;
+
+  const CommandResult pass = cli({"run", "-o", output, "--check", "peak_allocated<=1MiB", "--", "sh", "-c", write_traces}, env);
+  EXPECT_EQ(pass.exit_code, 0) << pass.err;
+
+  // The program's own failure wins; the checks are still reported.
+  const CommandResult program_failed =
+      cli({"run", "-o", output, "--check", "peak<=1KiB", "--", "sh", "-c", write_traces + "; exit 3"}, env);
+  EXPECT_EQ(program_failed.exit_code, 3);
+  EXPECT_NE(program_failed.err.find("check failed"), std::string::npos);
+
+  // Nothing written: not a pass.
+  const CommandResult nothing = cli({"run", "-o", output, "--check", "peak<=1KiB", "--", "true"}, env);
+  EXPECT_EQ(nothing.exit_code, 1);
+  EXPECT_NE(nothing.err.find("check failed: no trace was written"), std::string::npos) << nothing.err;
+
+  // A wrong list: exit 2 before the program runs.
+  const CommandResult bad = cli({"run", "-o", output, "--check", "peak>1KiB", "--", "sh", "-c",
+                                 "touch " + tmp.path("ran")}, env);
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_FALSE(testing::file_exists(tmp.path("ran")));
+}
+
+}  // namespace
+}  // namespace cumemtrace::analyzer
