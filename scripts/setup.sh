@@ -14,7 +14,9 @@ packages=(
   libbenchmark-dev       # scripts/bench.sh
   libzstd-dev zstd       # .jsonl.zst traces
   jq                     # scripts/pool-quality.sh reads replay --format json
-  clang                  # libFuzzer for the reader's fuzz test
+  clang libclang-rt-dev  # libFuzzer for the reader's fuzz test (the runtime is only
+                         # a Recommends of clang, and we install without those)
+  heaptrack              # scripts/bench.sh's baseline (heaptrack_print, per-call cost)
   chromium               # the HTML report's browser tests (headless)
   libpng-dev             # reading those tests' screenshots
 )
