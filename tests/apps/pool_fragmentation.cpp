@@ -2,9 +2,11 @@
 // is filled with 1 MiB allocations, every other one is freed (half the
 // device free, in 1 MiB holes), and a 100 MiB request must fail exactly as
 // it does without cumemtrace — the same code, the same last-error state —
-// after which a request that fits succeeds. cudaMemGetInfo must count the
-// holes as free (under the caching pool they are cached, not given back).
-// Everything printed must be identical with and without cumemtrace.
+// after which a request that fits succeeds. Everything printed must be
+// identical with and without cumemtrace except cudaMemGetInfo: the driver
+// counts each 2 MiB page holding a live block as used (no page is free),
+// while under the caching pool the holes are cached, not given back, and
+// count as free.
 #include <cuda_runtime_api.h>
 
 #include <algorithm>

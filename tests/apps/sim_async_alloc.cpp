@@ -20,7 +20,7 @@ int main() {
   simtest::require_runtime_on_sim();
   cudaStream_t s;
   SIM_RT_OK(cudaStreamCreate(&s));
-  const std::size_t n = 1 << 20;
+  const std::size_t n = 2 << 20;  // whole pages: cudaMemGetInfo counts each buffer exactly
 
   void* a = nullptr;
   SIM_RT_OK(cudaMallocAsync(&a, n, s));

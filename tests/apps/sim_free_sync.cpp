@@ -13,7 +13,7 @@
 
 int main() {
   simtest::require_runtime_on_sim();
-  const std::size_t n = 1 << 20;
+  const std::size_t n = 2 << 20;  // whole pages: cudaMemGetInfo counts each buffer exactly
   cudaStream_t s;
   // Non-blocking: the legacy-stream copy below does not wait for it, so
   // only cudaFree's synchronisation protects q.

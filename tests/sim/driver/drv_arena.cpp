@@ -1,5 +1,6 @@
-// The per-device sub-allocator: one virtual reservation, an address-ordered
-// free map for coalescing and a (size, address) set for best fit.
+// Device address space and physical pages: a best-fit range allocator, and
+// per reservation the whole-page and shared-page allocations of the page
+// model described in drv_internal.h.
 #include <sys/mman.h>
 
 #include <cstdio>
@@ -9,43 +10,31 @@
 namespace sim {
 
 namespace {
-// Freed ranges at least this large give their RAM back to the kernel, so a
-// long test that churns big buffers does not keep them resident.
-constexpr std::size_t kReleaseThreshold = std::size_t{1} << 20;
-constexpr std::size_t kPage = 4096;
+constexpr std::size_t kHostPage = 4096;
+
+// Gives the RAM behind a freed range back to the kernel, so a long test that
+// churns big buffers does not keep them resident (the range stays reserved).
+void discard(std::uintptr_t p, std::size_t n) {
+  std::uintptr_t a = (p + kHostPage - 1) & ~(kHostPage - 1);
+  std::uintptr_t b = (p + n) & ~(kHostPage - 1);
+  if (b > a) madvise(reinterpret_cast<void*>(a), b - a, MADV_DONTNEED);
+}
 }  // namespace
 
-bool Arena::init(std::size_t size, bool low_32bit) {
-  int flags = MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE;
-#ifdef MAP_32BIT
-  if (low_32bit) flags |= MAP_32BIT;
-#else
-  if (low_32bit) return false;
-#endif
-  void* p = mmap(nullptr, size, PROT_READ | PROT_WRITE, flags, -1, 0);
-  if (p == MAP_FAILED) {
-    std::fprintf(stderr, "simcuda: cannot reserve %zu bytes of address space for a device\n",
-                 size);
-    return false;
-  }
-  base_ = reinterpret_cast<std::uintptr_t>(p);
-  size_ = size;
-  insert_free(base_, size_);
-  return true;
-}
+// ---- RangeAllocator ----------------------------------------------------------
 
-void Arena::insert_free(std::uintptr_t p, std::size_t n) {
+void RangeAllocator::insert_free(std::uintptr_t p, std::size_t n) {
   by_addr_.emplace(p, n);
   by_size_.emplace(n, p);
 }
 
-void Arena::erase_free(std::map<std::uintptr_t, std::size_t>::iterator it) {
+void RangeAllocator::erase_free(std::map<std::uintptr_t, std::size_t>::iterator it) {
   by_size_.erase({it->second, it->first});
   by_addr_.erase(it);
 }
 
-std::uintptr_t Arena::alloc(std::size_t size) {
-  if (size == 0 || size > size_) return 0;
+std::uintptr_t RangeAllocator::alloc(std::size_t size) {
+  if (size == 0) return 0;
   // Best fit; among equal sizes the lowest address, so layouts are stable.
   auto it = by_size_.lower_bound({size, 0});
   if (it == by_size_.end()) return 0;
@@ -56,11 +45,11 @@ std::uintptr_t Arena::alloc(std::size_t size) {
   return p;
 }
 
-void Arena::release(std::uintptr_t p, std::size_t size) {
+void RangeAllocator::release(std::uintptr_t p, std::size_t size, std::size_t boundary) {
   std::uintptr_t start = p;
   std::size_t n = size;
   auto next = by_addr_.lower_bound(p);
-  if (next != by_addr_.begin()) {
+  if (next != by_addr_.begin() && (boundary == 0 || p % boundary != 0)) {
     auto prev = std::prev(next);
     if (prev->first + prev->second == start) {
       start = prev->first;
@@ -69,16 +58,78 @@ void Arena::release(std::uintptr_t p, std::size_t size) {
     }
   }
   next = by_addr_.lower_bound(p);
-  if (next != by_addr_.end() && next->first == p + size) {
+  if (next != by_addr_.end() && next->first == p + size &&
+      (boundary == 0 || (p + size) % boundary != 0)) {
     n += next->second;
     erase_free(next);
   }
   insert_free(start, n);
-  if (size >= kReleaseThreshold) {
-    std::uintptr_t a = (p + kPage - 1) & ~(kPage - 1);
-    std::uintptr_t b = (p + size) & ~(kPage - 1);
-    if (b > a) madvise(reinterpret_cast<void*>(a), b - a, MADV_DONTNEED);
+}
+
+void RangeAllocator::remove(std::uintptr_t p, std::size_t size) {
+  auto it = by_addr_.find(p);
+  if (it != by_addr_.end() && it->second == size) erase_free(it);
+}
+
+// ---- DeviceSpace -------------------------------------------------------------
+
+bool DeviceSpace::init(std::size_t size, bool low_32bit) {
+  int flags = MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE;
+#ifdef MAP_32BIT
+  if (low_32bit) flags |= MAP_32BIT;
+#else
+  if (low_32bit) return false;
+#endif
+  size = (size + kPageSize - 1) / kPageSize * kPageSize;
+  // One page more, so that the space can start on a page boundary: large
+  // allocations are page-aligned, as on the real driver.
+  void* p = mmap(nullptr, size + kPageSize, PROT_READ | PROT_WRITE, flags, -1, 0);
+  if (p == MAP_FAILED) return false;
+  base_ = (reinterpret_cast<std::uintptr_t>(p) + kPageSize - 1) & ~(kPageSize - 1);
+  size_ = size;
+  pages_.release(base_, size_);
+  return true;
+}
+
+std::uintptr_t DeviceSpace::alloc(std::size_t size, std::size_t free_pages, std::size_t* pages_taken) {
+  if (size == 0 || size > size_) return 0;
+  if (std::size_t own = own_pages(size)) {
+    if (own > free_pages) return 0;
+    std::uintptr_t p = pages_.alloc(own * kPageSize);
+    if (p) *pages_taken += own;
+    return p;
   }
+  // A small allocation goes into the best-fitting hole of a page already
+  // shared; only when none has room does it open a new page.
+  std::uintptr_t p = shared_.alloc(size);
+  if (!p) {
+    if (free_pages == 0) return 0;
+    std::uintptr_t page = pages_.alloc(kPageSize);
+    if (!page) return 0;
+    *pages_taken += 1;
+    shared_.release(page, kPageSize, kPageSize);
+    p = shared_.alloc(size);
+  }
+  shared_used_[p & ~(kPageSize - 1)] += size;
+  return p;
+}
+
+std::size_t DeviceSpace::release(std::uintptr_t p, std::size_t size) {
+  if (std::size_t own = own_pages(size)) {
+    pages_.release(p, own * kPageSize);
+    discard(p, own * kPageSize);
+    return own;
+  }
+  const std::uintptr_t page = p & ~(kPageSize - 1);
+  shared_.release(p, size, kPageSize);
+  auto it = shared_used_.find(page);
+  if ((it->second -= size) != 0) return 0;
+  // The last allocation of the page is gone: the page is free again.
+  shared_used_.erase(it);
+  shared_.remove(page, kPageSize);
+  pages_.release(page, kPageSize);
+  discard(page, kPageSize);
+  return 1;
 }
 
 }  // namespace sim

@@ -1,12 +1,13 @@
 // Internal model of the simulated driver (libcuda.so.1).
 //
-// Everything lives on host memory. Each device is one big virtual
-// reservation (MAP_NORESERVE) carved up by an address-ordered, coalescing
-// arena, so a pointer identifies its device and an 80 GiB device costs no RAM
-// until it is written. Streams are worker threads that run their queue in
-// order. Global objects are created with `new` and never destroyed: worker
-// threads may still run while the process exits, and they must not meet
-// destroyed globals.
+// Everything lives on host memory. Each device has one big virtual
+// reservation (MAP_NORESERVE) of device address space, several times its
+// capacity, so a pointer identifies its device and an 80 GiB device costs no
+// RAM until it is written. Physical memory is counted separately, in 2 MiB
+// pages, as a real GPU's driver does (see DeviceSpace below). Streams are
+// worker threads that run their queue in order. Global objects are created
+// with `new` and never destroyed: worker threads may still run while the
+// process exits, and they must not meet destroyed globals.
 #pragma once
 
 // The toolkit's own sources define this to see every versioned ABI
@@ -36,38 +37,86 @@ namespace sim {
 constexpr int kDriverVersion = 13000;  // what cuDriverGetVersion reports
 constexpr std::size_t kAllocAlign = 512;
 constexpr std::size_t kVmmGranularity = std::size_t{2} << 20;
+// Physical device memory is handed out in 2 MiB pages, and an allocation
+// larger than 1 MiB takes whole pages of its own (its size rounded up to
+// 2 MiB, its address 2 MiB-aligned); smaller ones are packed together into
+// shared pages. PyTorch's caching allocator was rebuilt around this
+// (pytorch/pytorch#17120: since Pascal "the page size increased from 1MB to
+// 2MB and allocations larger than 1MB are now always page-aligned", "the
+// remaining memory in a page could only be filled by small cudaMalloc
+// calls", and "nvidia-smi counts a partially used page as full"); measured
+// with CUDA 13.1 on an RTX 3090 (JustVugg/colibri#1244), 1 MiB costs 1 MiB,
+// 1 MiB + 1 B and 1.5 MiB cost 2 MiB, 2 MiB + 1 B costs 4 MiB. The same
+// 2 MiB is the VMM granularity (cuMemGetAllocationGranularity).
+constexpr std::size_t kPageSize = kVmmGranularity;
+constexpr std::size_t kSharedPageMax = std::size_t{1} << 20;
 
 struct Context;
 struct Stream;
 struct Pool;
 
-// Address-ordered free list with best-fit search and coalescing. Not
-// thread-safe: the owning Device's mutex guards it.
-class Arena {
+// Best-fit, address-ordered, coalescing allocator of address ranges. With a
+// `boundary`, free ranges never merge across a multiple of it (the holes of
+// one shared page stay inside that page). Not thread-safe: the owning
+// Device's mutex guards it.
+class RangeAllocator {
  public:
-  bool init(std::size_t size, bool low_32bit);
-  bool ready() const { return base_ != 0; }
   // Returns 0 when no free range is large enough.
   std::uintptr_t alloc(std::size_t size);
-  void release(std::uintptr_t p, std::size_t size);
-  bool contains(std::uintptr_t p) const { return p >= base_ && p < base_ + size_; }
-  std::uintptr_t base() const { return base_; }
-  std::size_t size() const { return size_; }
+  // Gives [p, p+size) back, merging with free neighbours.
+  void release(std::uintptr_t p, std::size_t size, std::size_t boundary = 0);
+  // Takes the free range [p, p+size) out whole (it must be one free range).
+  void remove(std::uintptr_t p, std::size_t size);
 
  private:
   void insert_free(std::uintptr_t p, std::size_t n);
   void erase_free(std::map<std::uintptr_t, std::size_t>::iterator it);
-  std::uintptr_t base_ = 0;
-  std::size_t size_ = 0;
   std::map<std::uintptr_t, std::size_t> by_addr_;
   std::set<std::pair<std::size_t, std::uintptr_t>> by_size_;
+};
+
+// One reservation of device address space and the allocations carved from
+// it. A real GPU maps physical pages anywhere behind its virtual addresses,
+// so physical memory does not fragment by address: the NVIDIA stream-ordered
+// allocator blog (quoted in pytorch/pytorch#110194) says the driver
+// "defragments the pool by remapping unused memory in the pool to a
+// contiguous portion of the GPU's virtual address space". Here the address
+// space is plentiful (a multiple of the capacity) and only pages count
+// against capacity: a large allocation needs enough free pages, not a
+// contiguous hole. Pages are still a unit, though: a page holding any live
+// small allocation is in use, so freeing some of the small allocations of a
+// page frees nothing, and memory fragmented into partly used pages cannot
+// serve a large request.
+class DeviceSpace {
+ public:
+  bool init(std::size_t size, bool low_32bit);
+  bool ready() const { return base_ != 0; }
+  bool contains(std::uintptr_t p) const { return p >= base_ && p < base_ + size_; }
+  // Allocates `size` bytes (a multiple of kAllocAlign) with at most
+  // `free_pages` new physical pages; adds the pages it took to *pages_taken.
+  // Returns 0 when the pages (or, in the 32-bit space, addresses) run out.
+  std::uintptr_t alloc(std::size_t size, std::size_t free_pages, std::size_t* pages_taken);
+  // Frees what alloc returned; returns the number of pages given back.
+  std::size_t release(std::uintptr_t p, std::size_t size);
+  // Physical pages an allocation of `size` bytes takes of its own (0 when
+  // it goes into a shared page).
+  static std::size_t own_pages(std::size_t size) {
+    return size > kSharedPageMax ? (size + kPageSize - 1) / kPageSize : 0;
+  }
+
+ private:
+  std::uintptr_t base_ = 0;
+  std::size_t size_ = 0;
+  RangeAllocator pages_;   // unused virtual pages
+  RangeAllocator shared_;  // free bytes inside shared pages
+  std::unordered_map<std::uintptr_t, std::size_t> shared_used_;  // shared page -> live bytes
 };
 
 enum class AllocKind { Device, Pitch, Managed, Async, Legacy32 };
 
 struct Allocation {
   std::uintptr_t base;
-  std::size_t size;       // rounded size charged against capacity
+  std::size_t size;       // size rounded to kAllocAlign (what the pool counts as used)
   std::size_t requested;  // what the caller asked for
   Context* ctx;
   AllocKind kind;
@@ -78,11 +127,14 @@ struct Allocation {
 struct Device {
   int ordinal = 0;
   std::size_t capacity = 0;
-  std::mutex mu;  // guards arena, low, allocs, used
-  Arena arena;
-  Arena low;      // below 4 GiB, for the legacy 32-bit cuMemAlloc ABI
+  std::mutex mu;  // guards space, low, allocs, used
+  DeviceSpace space;
+  DeviceSpace low;  // below 4 GiB, for the legacy 32-bit cuMemAlloc ABI
   std::map<std::uintptr_t, Allocation> allocs;
-  std::size_t used = 0;  // arena allocations + VMM physical memory
+  // Physical memory in use: pages of allocations (space and low) + VMM
+  // physical memory (cuMemCreate); always a multiple of kPageSize.
+  std::size_t used = 0;
+  std::size_t free_pages() const { return capacity > used ? (capacity - used) / kPageSize : 0; }
   Context* primary = nullptr;
   int primary_refcount = 0;     // guarded by g_mu
   unsigned primary_flags = 0;   // guarded by g_mu

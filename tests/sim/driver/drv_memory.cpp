@@ -35,15 +35,14 @@ bool round_up(std::size_t n, std::size_t a, std::size_t* out) {
 
 Device* device_of(std::uintptr_t p) {
   for (Device* d : G().devices) {
-    if (d->arena.contains(p) || d->low.contains(p)) return d;
+    if (d->space.contains(p) || d->low.contains(p)) return d;
   }
   return nullptr;
 }
 
 void release_locked(Device* d, std::map<std::uintptr_t, Allocation>::iterator it) {
   const Allocation& a = it->second;
-  (d->low.contains(a.base) ? d->low : d->arena).release(a.base, a.size);
-  d->used -= a.size;
+  d->used -= (d->low.contains(a.base) ? d->low : d->space).release(a.base, a.size) * kPageSize;
   if (a.pool) a.pool->used_current.fetch_sub(a.size);
   d->allocs.erase(it);
 }
@@ -57,17 +56,18 @@ CUresult alloc_device(Context* ctx, std::size_t size, AllocKind kind, Pool* pool
   if (!round_up(size, kAllocAlign, &rounded)) return CUDA_ERROR_OUT_OF_MEMORY;
   Device* d = ctx->dev;
   std::lock_guard<std::mutex> lk(d->mu);
-  if (rounded > d->capacity - d->used) return CUDA_ERROR_OUT_OF_MEMORY;
-  Arena* arena = &d->arena;
+  DeviceSpace* space = &d->space;
   if (kind == AllocKind::Legacy32) {
     if (!d->low.ready() && !d->low.init(std::min(kLowArenaSize, d->capacity), true)) {
       return CUDA_ERROR_OUT_OF_MEMORY;
     }
-    arena = &d->low;
+    space = &d->low;
   }
-  std::uintptr_t p = arena->alloc(rounded);
-  if (!p) return CUDA_ERROR_OUT_OF_MEMORY;  // fragmentation or low arena full
-  d->used += rounded;
+  // Out of memory when the physical pages run out (or the 32-bit space).
+  std::size_t pages = 0;
+  std::uintptr_t p = space->alloc(rounded, d->free_pages(), &pages);
+  if (!p) return CUDA_ERROR_OUT_OF_MEMORY;
+  d->used += pages * kPageSize;
   d->allocs[p] = Allocation{p, rounded, size, ctx, kind, pool, false};
   if (pool) {
     std::uint64_t now = pool->used_current.fetch_add(rounded) + rounded;
@@ -191,6 +191,8 @@ CUresult get_info(std::size_t* free_b, std::size_t* total_b) {
   Context* c = nullptr;
   if (CUresult r = current_ctx(&c)) return r;
   std::lock_guard<std::mutex> lk(c->dev->mu);
+  // Whole pages: a page holding any live allocation is not free
+  // (pytorch/pytorch#17120, see kPageSize).
   *total_b = c->dev->capacity;
   *free_b = c->dev->capacity - c->dev->used;
   return CUDA_SUCCESS;

@@ -2,6 +2,8 @@
 #include <pthread.h>
 
 #include <chrono>
+#include <cstdint>
+#include <cstdio>
 #include <new>
 
 #include "drv_internal.h"
@@ -92,6 +94,19 @@ __attribute__((constructor)) void register_atfork() {
   pthread_atfork(nullptr, nullptr, atfork_child);
 }
 
+// Device address space is not memory: a real GPU has far more of it than
+// memory (49-bit and wider virtual addresses), so a large allocation never
+// fails for want of addresses while pages are free. The sim reserves four
+// times the capacity, or less where the host's address space is short
+// (64 TiB devices); MAP_NORESERVE keeps it free of RAM and swap.
+bool init_address_space(Device* d) {
+  for (std::size_t factor : {4, 2, 1}) {
+    if (d->capacity <= SIZE_MAX / factor && d->space.init(d->capacity * factor, false)) return true;
+  }
+  std::fprintf(stderr, "simcuda: cannot reserve %zu bytes of address space for a device\n", d->capacity);
+  return false;
+}
+
 CUresult check_device(CUdevice dev, Device** out) {
   if (CUresult r = check_init()) return r;
   Device* d = device_at(dev);
@@ -179,7 +194,7 @@ CUresult CUDAAPI cuInit(unsigned int Flags) {
     auto* d = new Device;
     d->ordinal = i;
     d->capacity = cfg.device_memory;
-    if (!d->arena.init(cfg.device_memory, false)) {
+    if (!init_address_space(d)) {
       // Not enough address space for every device (e.g. 16 x 64 TiB): fail
       // cleanly so a later cuInit starts from scratch (objects are leaked).
       g.devices.clear();
