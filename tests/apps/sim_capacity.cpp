@@ -1,14 +1,12 @@
 // Capacity accounting with SIMCUDA_DEVICE_MEMORY=512MiB: cudaMemGetInfo stays
 // consistent (free <= total, free = capacity - pages in use), managed memory
 // counts against the device and pinned host memory does not. Physical memory
-// is counted in 2 MiB pages as on a real GPU (tests/sim/README.md, "Devices
-// and memory"): allocations up to 1 MiB share pages, larger ones take whole
-// pages from anywhere, so freed memory serves a large request however it is
-// scattered by address, but not while it lies in partly used pages.
+// is counted in 2 MiB pages mapped anywhere, as on a real GPU
+// (tests/sim/README.md, "Devices and memory"), so freed memory serves a large
+// request however it is scattered by address. sim_page_probe checks how
+// small allocations share pages.
 #include <cuda_runtime_api.h>
 
-#include <algorithm>
-#include <cstdint>
 #include <vector>
 
 #include "sim_test.h"
@@ -26,29 +24,6 @@ std::size_t free_now() {
 int main() {
   simtest::require_runtime_on_sim();
   const std::size_t cap = simtest::mib(512);
-  const std::size_t page = simtest::mib(2);
-  SIM_CHECK(free_now() == cap);
-
-  // Small allocations are packed into one page: the first takes the page,
-  // the next ones (up to 1 MiB each) fit in what is left of it.
-  void* small[3] = {};
-  SIM_RT_OK(cudaMalloc(&small[0], 1));
-  SIM_CHECK(free_now() == cap - page);
-  SIM_RT_OK(cudaMalloc(&small[1], 1));
-  SIM_RT_OK(cudaMalloc(&small[2], simtest::mib(1)));
-  SIM_CHECK(free_now() == cap - page);
-  // More than 1 MiB: whole pages of its own, page-aligned.
-  void* big = nullptr;
-  SIM_RT_OK(cudaMalloc(&big, simtest::mib(3)));
-  SIM_CHECK(free_now() == cap - 3 * page);
-  SIM_CHECK(reinterpret_cast<std::uintptr_t>(big) % page == 0);
-  SIM_RT_OK(cudaFree(big));
-  SIM_CHECK(free_now() == cap - page);
-  // The shared page is free only when its last allocation is.
-  SIM_RT_OK(cudaFree(small[0]));
-  SIM_RT_OK(cudaFree(small[2]));
-  SIM_CHECK(free_now() == cap - page);
-  SIM_RT_OK(cudaFree(small[1]));
   SIM_CHECK(free_now() == cap);
 
   // Fill the device with 64 x 8 MiB, check every step.
@@ -70,30 +45,14 @@ int main() {
   SIM_CHECK(free_now() == cap / 2);
   SIM_RT_OK(cudaMalloc(&p, cap / 2));
   SIM_CHECK(free_now() == 0);
-  SIM_EXPECT_RT(cudaMalloc(&big, 1), cudaErrorMemoryAllocation);
+  void* more = nullptr;
+  SIM_EXPECT_RT(cudaMalloc(&more, 1), cudaErrorMemoryAllocation);
   cudaGetLastError();
   SIM_RT_OK(cudaFree(p));
   for (int i = 1; i < 64; i += 2) SIM_RT_OK(cudaFree(blocks[i]));
   SIM_CHECK(free_now() == cap);
   SIM_RT_OK(cudaMalloc(&p, cap));
   SIM_RT_OK(cudaFree(p));
-
-  // Fragmentation that pages do have: the device full of 1 MiB allocations
-  // (two to a page), every other one freed. Half the bytes are unused, but
-  // every page still holds a live allocation, so none is free: a request
-  // above 1 MiB fails, while 1 MiB fits in a hole.
-  std::vector<void*> halves(cap / simtest::mib(1));
-  for (auto& h : halves) SIM_RT_OK(cudaMalloc(&h, simtest::mib(1)));
-  SIM_CHECK(free_now() == 0);
-  std::sort(halves.begin(), halves.end());
-  for (std::size_t i = 0; i < halves.size(); i += 2) SIM_RT_OK(cudaFree(halves[i]));
-  SIM_CHECK(free_now() == 0);
-  SIM_EXPECT_RT(cudaMalloc(&p, simtest::mib(1) + 1), cudaErrorMemoryAllocation);
-  cudaGetLastError();
-  SIM_RT_OK(cudaMalloc(&p, simtest::mib(1)));
-  SIM_RT_OK(cudaFree(p));
-  for (std::size_t i = 1; i < halves.size(); i += 2) SIM_RT_OK(cudaFree(halves[i]));
-  SIM_CHECK(free_now() == cap);
 
   // Managed memory is device memory here.
   void* m = nullptr;

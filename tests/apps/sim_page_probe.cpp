@@ -1,0 +1,151 @@
+// How the device accounts cudaMalloc'd memory, measured through
+// cudaMemGetInfo: the page model of the simulated device (tests/sim/README.md,
+// "Devices and memory") as facts a real GPU can be asked too. On the sim
+// every fact must equal the model's value (exit 1 otherwise); on a real GPU
+// the program only reports, marking each fact where the GPU differs from the
+// sim, and ends with `differences from the sim: N` (exit 0), so a real-GPU
+// run (issue 7) shows whether the sim needs changing.
+//
+// It fills the device twice (with 8 MiB, then with 1 MiB allocations), so on
+// a real GPU it takes a few seconds and needs the GPU to itself.
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "sim_test.h"
+
+namespace {
+
+constexpr std::size_t kMiB = std::size_t{1} << 20;
+constexpr std::size_t kPage = 2 * kMiB;
+
+bool g_on_sim = false;
+int g_differences = 0;
+
+void fact(const char* what, const std::string& value, const std::string& sim_value) {
+  if (value == sim_value) {
+    std::printf("%s: %s\n", what, value.c_str());
+    return;
+  }
+  if (g_on_sim) SIM_FAIL("%s: %s, but the sim's model says %s", what, value.c_str(), sim_value.c_str());
+  ++g_differences;
+  std::printf("%s: %s (sim: %s)\n", what, value.c_str(), sim_value.c_str());
+}
+
+std::string mib(double bytes) {
+  char text[64];
+  std::snprintf(text, sizeof text, "%.2f MiB", bytes / kMiB);
+  return text;
+}
+
+
+std::string yes_no(bool b) { return b ? "yes" : "no"; }
+
+std::size_t free_now() {
+  std::size_t f = 0, t = 0;
+  SIM_RT_OK(cudaMemGetInfo(&f, &t));
+  return f;
+}
+
+// Memory in use since `start` (negative if something else freed memory).
+double used_since(std::size_t start) { return static_cast<double>(start) - static_cast<double>(free_now()); }
+
+// What cudaMalloc(size) takes of the free memory; the pointer in *out.
+std::size_t cost_of(std::size_t size, void** out) {
+  const std::size_t before = free_now();
+  SIM_RT_OK(cudaMalloc(out, size));
+  return before - free_now();
+}
+
+bool page_aligned(const void* p) { return reinterpret_cast<std::uintptr_t>(p) % kPage == 0; }
+
+// Allocations of `size` until the device refuses one, sorted by address.
+std::vector<void*> fill(std::size_t size) {
+  std::vector<void*> blocks;
+  for (;;) {
+    void* p = nullptr;
+    const cudaError_t rc = cudaMalloc(&p, size);
+    if (rc == cudaErrorMemoryAllocation) break;
+    SIM_RT_OK(rc);
+    blocks.push_back(p);
+  }
+  cudaGetLastError();
+  std::sort(blocks.begin(), blocks.end());
+  return blocks;
+}
+
+void free_all(const std::vector<void*>& blocks, std::size_t first, std::size_t step) {
+  for (std::size_t i = first; i < blocks.size(); i += step) SIM_RT_OK(cudaFree(blocks[i]));
+}
+
+}  // namespace
+
+int main() {
+  cudaDeviceProp prop{};
+  SIM_RT_OK(cudaGetDeviceProperties(&prop, 0));
+  g_on_sim = std::strstr(prop.name, "SimCUDA") != nullptr;
+  std::printf("device: %s, %s\n", prop.name, mib(prop.totalGlobalMem).c_str());
+  SIM_RT_OK(cudaFree(nullptr));  // the context first: its own memory is not ours
+  const std::size_t start = free_now();
+
+  // Small allocations share a page; the first one opens it.
+  void* a = nullptr;
+  void* b = nullptr;
+  void* c = nullptr;
+  fact("cudaMalloc(1 B) takes", mib(cost_of(1, &a)), mib(kPage));
+  fact("a second cudaMalloc(1 B) takes", mib(cost_of(1, &b)), mib(0));
+  fact("then cudaMalloc(1 MiB) takes", mib(cost_of(kMiB, &c)), mib(0));
+  // Above 1 MiB: whole pages of its own, page-aligned.
+  void* d = nullptr;
+  void* e = nullptr;
+  fact("cudaMalloc(1 MiB + 1 B) takes", mib(cost_of(kMiB + 1, &d)), mib(kPage));
+  fact("cudaMalloc(3 MiB) takes", mib(cost_of(3 * kMiB, &e)), mib(2 * kPage));
+  fact("both are 2 MiB-aligned", yes_no(page_aligned(d) && page_aligned(e)), "yes");
+  // The shared page is given back with its last allocation only.
+  SIM_RT_OK(cudaFree(d));
+  SIM_RT_OK(cudaFree(e));
+  SIM_RT_OK(cudaFree(a));
+  SIM_RT_OK(cudaFree(c));
+  fact("with one 1 B allocation left, in use", mib(used_since(start)), mib(kPage));
+  SIM_RT_OK(cudaFree(b));
+  fact("with none left, in use", mib(used_since(start)), mib(0));
+
+  // Freed memory scattered through the address space still serves one large
+  // request: pages are mapped anywhere (a contiguous allocator could not fit
+  // more than one 8 MiB hole).
+  std::vector<void*> blocks = fill(8 * kMiB);
+  free_all(blocks, 0, 2);
+  const std::size_t freed = (blocks.size() + 1) / 2 * 8 * kMiB;
+  void* big = nullptr;
+  const cudaError_t big_rc = cudaMalloc(&big, freed / 2);
+  fact("device full of 8 MiB blocks, every other freed: cudaMalloc(half of the freed)", cudaGetErrorName(big_rc),
+       "cudaSuccess");
+  cudaGetLastError();
+  if (big_rc == cudaSuccess) SIM_RT_OK(cudaFree(big));
+  free_all(blocks, 1, 2);
+
+  // But a page holding a live allocation is not free: the device full of
+  // 1 MiB blocks (two to a page), every other freed, has no free page.
+  blocks = fill(kMiB);
+  free_all(blocks, 0, 2);
+  fact("device full of 1 MiB blocks, every other freed: free memory under 2 MiB", yes_no(free_now() < kPage),
+       "yes");
+  const cudaError_t two_rc = cudaMalloc(&big, kPage);
+  fact("then cudaMalloc(2 MiB)", cudaGetErrorName(two_rc), "cudaErrorMemoryAllocation");
+  cudaGetLastError();
+  if (two_rc == cudaSuccess) SIM_RT_OK(cudaFree(big));
+  const cudaError_t one_rc = cudaMalloc(&big, kMiB);
+  fact("then cudaMalloc(1 MiB)", cudaGetErrorName(one_rc), "cudaSuccess");
+  cudaGetLastError();
+  if (one_rc == cudaSuccess) SIM_RT_OK(cudaFree(big));
+  free_all(blocks, 1, 2);
+  fact("at the end, in use", mib(used_since(start)), mib(0));
+
+  std::printf("differences from the sim: %d\n", g_differences);
+  return 0;
+}
