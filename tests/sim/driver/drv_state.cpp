@@ -94,11 +94,12 @@ __attribute__((constructor)) void register_atfork() {
   pthread_atfork(nullptr, nullptr, atfork_child);
 }
 
-// Device address space is not memory: a real GPU has far more of it than
-// memory (49-bit and wider virtual addresses), so a large allocation never
-// fails for want of addresses while pages are free. The sim reserves four
-// times the capacity, or less where the host's address space is short
-// (64 TiB devices); MAP_NORESERVE keeps it free of RAM and swap.
+// Device address space is not memory (see DeviceSpace): the driver maps
+// physical pages wherever in its virtual address space it likes, so a large
+// allocation should not fail for want of addresses while pages are free.
+// The sim reserves four times the capacity, so address-space fragmentation
+// practically never decides, or less where the host's address space is
+// short (64 TiB devices); MAP_NORESERVE keeps it free of RAM and swap.
 bool init_address_space(Device* d) {
   for (std::size_t factor : {4, 2, 1}) {
     if (d->capacity <= SIZE_MAX / factor && d->space.init(d->capacity * factor, false)) return true;
