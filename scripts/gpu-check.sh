@@ -15,6 +15,8 @@
 #   GPU_CHECK_DEBS         folder of Debian packages (.deb) to unpack when build
 #                          dependencies are missing (default .gpu-deps, filled
 #                          by scripts/gpu-deps.sh on a Debian machine)
+#   GPU_CHECK_FORCE_DEBS=1 use the .deb files even where the machine has the
+#                          dependencies (to test that path on a Debian machine)
 #   GPU_CHECK_SIM=1        run against the simulated device (tests/sim) instead:
 #                          what CI runs (ctest gpu.check_on_sim); the frameworks skip
 #   GPU_CHECK_ONLY=REGEX   run only the checks whose name matches
@@ -62,9 +64,9 @@ fi
 # preload/ and analyzer/): header, library or pkg-config module.
 deps_prefix=""
 missing_dependencies() {
-  local inc=(/usr/include /usr/local/include) lib=(/usr/lib/x86_64-linux-gnu /usr/lib64 /usr/lib /usr/local/lib)
+  local inc=(/usr/include /usr/include/x86_64-linux-gnu /usr/local/include) lib=(/usr/lib/x86_64-linux-gnu /usr/lib64 /usr/lib /usr/local/lib)
   if [[ -n $deps_prefix ]]; then
-    inc+=("$deps_prefix/usr/include")
+    inc+=("$deps_prefix/usr/include" "$deps_prefix/usr/include/x86_64-linux-gnu")
     lib+=("$deps_prefix/usr/lib/x86_64-linux-gnu")
   fi
   has() {
@@ -92,6 +94,10 @@ unpack_debs() {
   rm -rf "$deps_prefix" && mkdir -p "$deps_prefix"
   local deb
   for deb in "$debs"/*.deb; do dpkg-deb -x "$deb" "$deps_prefix" || return 1; done
+  # libunwind-dev's own unwind.h: from a -I directory it would hide the
+  # compiler's (GCC's _Unwind_* API, which preload/stacks/unwinder.cpp uses);
+  # in /usr/include/<arch> it comes after the compiler's and does no harm.
+  rm -f "$deps_prefix/usr/include/x86_64-linux-gnu/unwind.h"
   local pc
   for pc in "$deps_prefix"/usr/lib/x86_64-linux-gnu/pkgconfig/*.pc "$deps_prefix"/usr/share/pkgconfig/*.pc; do
     [[ -f $pc ]] && sed -i "s|^prefix=/usr\$|prefix=$deps_prefix/usr|" "$pc"
@@ -106,7 +112,7 @@ build_cumemtrace() {
   done
   local missing debs=${GPU_CHECK_DEBS:-$root/.gpu-deps}
   missing=$(missing_dependencies)
-  if [[ -n $missing ]] && compgen -G "$debs/*.deb" >/dev/null; then
+  if [[ -n $missing || ${GPU_CHECK_FORCE_DEBS:-0} == 1 ]] && compgen -G "$debs/*.deb" >/dev/null; then
     unpack_debs "$debs" || { fail build "cannot unpack the packages in $debs"; return 1; }
     missing=$(missing_dependencies)
   fi
@@ -165,11 +171,15 @@ if ((present_rc != 0)); then
   exit 77
 fi
 
+# A check's folder, emptied of an earlier run's files.
+fresh() { rm -rf "$1" && mkdir -p "$1"; }
 # traced DIR [cumemtrace run options...] -- COMMAND...: runs the command under
 # `cumemtrace run` writing DIR/trace.jsonl, its output in DIR/stdout, stderr.
 traced() {
   local dir=$1; shift
   mkdir -p "$dir"
+  # The preload never overwrites a trace (it would trace nothing): start clean.
+  rm -f "$dir/trace.jsonl"
   local options=()
   while [[ $1 != -- ]]; do options+=("$1"); shift; done
   shift
@@ -198,6 +208,7 @@ route_check() {
   wanted "$name" || return 0
   local d=$out/$name
   [[ -x $program ]] || { fail "$name" "$program was not built"; return; }
+  fresh "$d"
   if ! traced "$d" --pool passthrough -- "$program" "$d/manifest.jsonl" "$@"; then
     fail "$name" "the program failed under cumemtrace: $(last_line "$d/stderr")"
     return
@@ -213,7 +224,7 @@ gpu_routes_check() {
   wanted "$name" || return 0
   local d=$out/$name
   [[ -x $program ]] || { fail "$name" "$program was not built"; return; }
-  mkdir -p "$d"
+  fresh "$d"
   # Untraced first: the program checks every CUDA result itself.
   if ! timeout 120 "$program" "$d/bare-manifest.jsonl" "$d/bare-samples.json" >"$d/bare.stdout" 2>&1; then
     fail "$name" "the program fails without cumemtrace: $(last_line "$d/bare.stdout")"
@@ -246,6 +257,7 @@ done
 route_options=()
 if wanted routes.threads; then
   d=$out/routes.threads
+  fresh "$d"
   if traced "$d" --pool passthrough -- "$apps/route_threads" "$d/manifest.jsonl" 2; then
     verdict routes.threads "$d/check.log" python3 - "$d/manifest.jsonl" "$d/trace.jsonl" <<'EOF'
 import json, sys
@@ -268,7 +280,7 @@ fi
 # --- PyTorch ----------------------------------------------------------------
 torch_checks() {
   local t=$out/torch train=$gpu_dir/torch_train.py
-  mkdir -p "$t"
+  fresh "$t"
   local run_args=(--steps "$steps")
   # PyTorch's own runs, before and after the traced ones: the baseline of
   # step time (twice, to see the noise) and of memory.
@@ -384,6 +396,7 @@ framework_check() {
   wanted "$name" || return 0
   if [[ $sim == 1 ]]; then skip "$name" "the simulated device runs no framework"; return; fi
   local d=$out/$name
+  fresh "$d"
   traced "$d" -- python3 "$gpu_dir/framework_alloc.py" "$framework" --samples "$d/samples.json"
   local rc=$?
   if ((rc == 77)); then skip "$name" "$(last_line "$d/stdout")"; return; fi

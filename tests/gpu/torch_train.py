@@ -84,7 +84,7 @@ def provoke_oom(device):
     request = int(total * 1.5) // 4 * 4
     try:
         torch.empty(request // 4, dtype=torch.float32, device=device)
-    except torch.OutOfMemoryError as error:
+    except torch.cuda.OutOfMemoryError as error:
         print(f"torch_train: out of memory as planned: {str(error).splitlines()[0]}", flush=True)
         return request
     raise SystemExit("torch_train: a request larger than the device succeeded")
