@@ -215,7 +215,12 @@ def ours(snapshot, what, apis):
 
 
 def check_samples(args):
-    samples = read_json(args.samples)["samples"]
+    run = read_json(args.samples)
+    for expectation in args.expect:
+        field, _, value = expectation.partition("=")
+        if str(run.get(field)) != value:
+            raise CheckFailed(f"the program ran with {field}={run.get(field)!r}, not {value!r}")
+    samples = run["samples"]
     states = states_at_marks(args.trace, args.mark, args.round)
     if not states:
         raise CheckFailed(f"no '{args.mark} N' marks in {args.trace}: cumemtrace_mark was not reached")
@@ -333,6 +338,8 @@ def main():
     p.add_argument("--tolerance", type=float, default=0.0, help="largest relative difference")
     p.add_argument("--mark", default="sample")
     p.add_argument("--min-samples", type=int, default=1)
+    p.add_argument("--expect", action="append", default=[], metavar="FIELD=VALUE",
+                   help="a top-level field of the samples file (how the program ran)")
     p.set_defaults(run=check_samples)
 
     p = sub.add_parser("growth", help="a planted growth leak is reported at its site")

@@ -103,6 +103,15 @@ class GpuChecks(unittest.TestCase):
         rc, out = self.check(*common, "--relation", "ge", "--min-samples", "3")
         self.assertEqual(rc, 1, out)
 
+    def test_samples_expect_how_the_program_ran(self):
+        t = self.write("t.jsonl", [{"ev": "mark", "t": 1, "name": "sample 0", "kind": "instant"}], lines=True)
+        s = self.write("s.json", {"allocator_backend": "native", "samples": [{"step": 0, "allocated": 0}]})
+        common = ["samples", "--samples", s, "--trace", t, "--key", "allocated", "--ours", "alloc"]
+        self.assertEqual(self.check(*common, "--expect", "allocator_backend=native")[0], 0)
+        rc, out = self.check(*common, "--expect", "allocator_backend=cudaMallocAsync")
+        self.assertEqual(rc, 1, out)
+        self.assertIn("allocator_backend='native'", out)
+
 
 if __name__ == "__main__":
     unittest.main()

@@ -147,7 +147,7 @@ def main():
         "torch": torch.__version__,
         "cuda": torch.version.cuda,
         "allocator_backend": torch.cuda.get_allocator_backend(),
-        "alloc_conf": os.environ.get("PYTORCH_CUDA_ALLOC_CONF", ""),
+        "alloc_conf": os.environ.get("PYTORCH_ALLOC_CONF", os.environ.get("PYTORCH_CUDA_ALLOC_CONF", "")),
         "no_caching": os.environ.get("PYTORCH_NO_CUDA_MEMORY_CACHING", ""),
         "traced": mark is not None,
         "steps": args.steps,
