@@ -21,6 +21,8 @@
 #                          what CI runs (ctest gpu.check_on_sim); the frameworks skip
 #   GPU_CHECK_ONLY=REGEX   run only the checks whose name matches
 #   GPU_CHECK_STEPS=N      training steps of the PyTorch runs (default 300)
+#   GPU_CHECK_BUDGET_S=S   checks not started after S seconds are skipped
+#                          (default 540: a 10-minute device call still returns)
 set -uo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 out=${GPU_CHECK_OUT:-${OUT:-$PWD/gpu-check-out}}
@@ -28,6 +30,7 @@ mkdir -p "$out" && out=$(cd "$out" && pwd)
 sim=${GPU_CHECK_SIM:-0}
 only=${GPU_CHECK_ONLY:-.}
 steps=${GPU_CHECK_STEPS:-300}
+budget=${GPU_CHECK_BUDGET_S:-540}
 gpu_dir=$root/tests/gpu
 summary=$out/summary.txt
 : >"$summary"
@@ -37,7 +40,14 @@ say() { echo "$*" | tee -a "$summary"; }
 pass() { say "PASS $1: $2"; }
 fail() { say "FAIL $1: $2"; failed=1; }
 skip() { say "SKIP $1: $2"; }
-wanted() { [[ $1 =~ $only ]]; }
+# Whether to run the check NAME: selected, and time left.
+wanted() {
+  [[ $1 =~ $only ]] || return 1
+  if ((SECONDS > budget)); then
+    skip "$1" "the time budget (GPU_CHECK_BUDGET_S=$budget s) is spent"
+    return 1
+  fi
+}
 # The last line of a file (a checker's verdict, a program's complaint).
 last_line() { tail -n 1 "$1" 2>/dev/null | cut -c1-600; }
 # A verdict's lines, joined (cumemtrace check prints one per limit).
@@ -427,8 +437,8 @@ XLA_PYTHON_CLIENT_PREALLOCATE=false framework_check jax jax --key allocated --ou
 framework_check cupy cupy --key reserved --ours alloc --relation ge
 
 # --- the folder ---------------------------------------------------------------
-# Everything but the traces and the build, small enough to bring back.
-tar -C "$out" --exclude='*.jsonl' --exclude='./build' --exclude='./deps' --exclude='./results.tar.gz' \
+# Everything but the traces and the build: small enough to bring back.
+tar -C "$out" --exclude='trace.jsonl' --exclude='./build' --exclude='./deps' --exclude='./results.tar.gz' \
   -czf "$out/results.tar.gz" . 2>/dev/null
 say "gpu-check: $(grep -c '^PASS' "$summary") passed, $(grep -c '^FAIL' "$summary") failed, $(grep -c '^SKIP' "$summary") skipped; $out/summary.txt, $out/results.tar.gz"
 exit $failed
