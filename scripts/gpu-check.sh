@@ -48,8 +48,9 @@ wanted() {
     return 1
   fi
 }
-# The last line of a file (a checker's verdict, a program's complaint).
-last_line() { tail -n 1 "$1" 2>/dev/null | cut -c1-600; }
+# The last line of a file (a program's complaint), past cumemtrace's own
+# closing "trace written to" line.
+last_line() { grep -v '^cumemtrace: trace written' "$1" 2>/dev/null | tail -n 1 | cut -c1-600; }
 # A verdict's lines, joined (cumemtrace check prints one per limit).
 verdict_lines() { tail -n 8 "$1" 2>/dev/null | sed 's/^ *//; s/  */ /g' | paste -sd ';' - | cut -c1-900; }
 
@@ -145,6 +146,7 @@ build_cumemtrace() {
 
 if [[ -n ${CUMEMTRACE_BUILD_DIR:-} ]]; then
   build=$CUMEMTRACE_BUILD_DIR
+  unset CUMEMTRACE_BUILD_DIR  # the scripts' variable, not an option of the traced programs
 else
   build=$out/build
   build_cumemtrace || { say "gpu-check: nothing to run without a build"; exit 2; }

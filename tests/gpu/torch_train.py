@@ -104,7 +104,7 @@ def main():
     device = torch.device("cuda", 0)
     torch.manual_seed(args.seed)
     rng = torch.Generator().manual_seed(args.seed)
-    torch.backends.cuda.matmul.allow_tf32 = True
+    torch.set_float32_matmul_precision("high")  # TF32 matrix products
     model = TinyLM().to(device)
     optimizer = torch.optim.AdamW(model.parameters(), lr=3e-4)
     mark = cumemtrace_marker()
