@@ -21,8 +21,11 @@
 #                          what CI runs (ctest gpu.check_on_sim); the frameworks skip
 #   GPU_CHECK_ONLY=REGEX   run only the checks whose name matches
 #   GPU_CHECK_STEPS=N      training steps of the PyTorch runs (default 300)
-#   GPU_CHECK_BUDGET_S=S   checks not started after S seconds are skipped
-#                          (default 540: a 10-minute device call still returns)
+#   GPU_CHECK_BUDGET_S=S   checks not started after S seconds are skipped, and
+#                          every program is stopped at S + 60 s (default 480: a
+#                          10-minute device call still returns with its results)
+#   GPU_CHECK_SUMMARY=FILE also append each line to FILE as it is printed (a
+#                          device's $OUT, so a call cut short still reports)
 set -uo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 out=${GPU_CHECK_OUT:-${OUT:-$PWD/gpu-check-out}}
@@ -30,13 +33,22 @@ mkdir -p "$out" && out=$(cd "$out" && pwd)
 sim=${GPU_CHECK_SIM:-0}
 only=${GPU_CHECK_ONLY:-.}
 steps=${GPU_CHECK_STEPS:-300}
-budget=${GPU_CHECK_BUDGET_S:-540}
+budget=${GPU_CHECK_BUDGET_S:-480}
 gpu_dir=$root/tests/gpu
 summary=$out/summary.txt
 : >"$summary"
 failed=0
 
-say() { echo "$*" | tee -a "$summary"; }
+say() {
+  echo "$*" | tee -a "$summary"
+  if [[ -n ${GPU_CHECK_SUMMARY:-} ]]; then echo "$*" >>"$GPU_CHECK_SUMMARY"; fi
+}
+# Seconds a program may run: at most CAP, and never past the budget's end.
+limit() {
+  local left=$((budget + 60 - SECONDS))
+  ((left < 10)) && left=10
+  echo $((left < $1 ? left : $1))
+}
 pass() { say "PASS $1: $2"; }
 fail() { say "FAIL $1: $2"; failed=1; }
 skip() { say "SKIP $1: $2"; }
@@ -196,7 +208,7 @@ traced() {
   local options=()
   while [[ $1 != -- ]]; do options+=("$1"); shift; done
   shift
-  timeout 300 "$cli" run -o "$dir/trace.jsonl" "${options[@]}" -- "$@" >"$dir/stdout" 2>"$dir/stderr"
+  timeout "$(limit 300)" "$cli" run -o "$dir/trace.jsonl" "${options[@]}" -- "$@" >"$dir/stdout" 2>"$dir/stderr"
 }
 report() {  # report DIR: report.json (and the text report) of DIR/trace.jsonl
   "$cli" report --format json -o "$1/report.json" "$1/trace.jsonl" 2>>"$1/stderr" &&
@@ -224,7 +236,7 @@ route_check() {
   fresh "$d"
   # Untraced first: each program checks every CUDA result itself, so a
   # failure here is a difference between the real driver and the sim.
-  if ! timeout 120 "$program" "$d/bare-manifest.jsonl" "$@" >"$d/bare.stdout" 2>&1; then
+  if ! timeout "$(limit 120)" "$program" "$d/bare-manifest.jsonl" "$@" >"$d/bare.stdout" 2>&1; then
     fail "$name" "the program fails without cumemtrace: $(last_line "$d/bare.stdout")"
     return
   fi
@@ -245,7 +257,7 @@ gpu_routes_check() {
   [[ -x $program ]] || { fail "$name" "$program was not built"; return; }
   fresh "$d"
   # Untraced first: the program checks every CUDA result itself.
-  if ! timeout 120 "$program" "$d/bare-manifest.jsonl" "$d/bare-samples.json" >"$d/bare.stdout" 2>&1; then
+  if ! timeout "$(limit 120)" "$program" "$d/bare-manifest.jsonl" "$d/bare-samples.json" >"$d/bare.stdout" 2>&1; then
     fail "$name" "the program fails without cumemtrace: $(last_line "$d/bare.stdout")"
     return
   fi
@@ -303,7 +315,7 @@ torch_checks() {
   local run_args=(--steps "$steps")
   # PyTorch's own runs, before and after the traced ones: the baseline of
   # step time (twice, to see the noise) and of memory.
-  timeout 300 python3 "$train" --samples "$t/base1.json" "${run_args[@]}" >"$t/base1.log" 2>&1 ||
+  timeout "$(limit 300)" python3 "$train" --samples "$t/base1.json" "${run_args[@]}" >"$t/base1.log" 2>&1 ||
     { fail torch.baseline "$(last_line "$t/base1.log")"; return; }
   pass torch.baseline "$(last_line "$t/base1.log")"
 
@@ -397,7 +409,7 @@ torch_checks() {
   fi
 
   if wanted torch.overhead; then
-    timeout 300 python3 "$train" --samples "$t/base2.json" "${run_args[@]}" >"$t/base2.log" 2>&1 ||
+    timeout "$(limit 300)" python3 "$train" --samples "$t/base2.json" "${run_args[@]}" >"$t/base2.log" 2>&1 ||
       { fail torch.overhead "second baseline: $(last_line "$t/base2.log")"; return; }
     if [[ -f $t/default/samples.json ]]; then
       verdict torch.overhead "$t/overhead.log" checker time --base "$t/base1.json" --base "$t/base2.json" \
