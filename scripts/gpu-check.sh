@@ -442,8 +442,9 @@ framework_check() {
   if ((rc == 77)); then skip "$name" "$(last_line "$d/stdout")"; return; fi
   if ((rc != 0)); then fail "$name" "$(last_line "$d/stderr")"; return; fi
   report "$d"
+  # Each keeps three 3 MiB arrays to the end.
   verdict "$name" "$d/check.log" checker samples --samples "$d/samples.json" --trace "$d/trace.jsonl" \
-    --min-samples 6 "$@"
+    --min-samples 6 --min-bytes $((9 << 20)) "$@"
 }
 # CuPy's pool holds what it got from the runtime; XLA's allocator holds at
 # least what its buffers use.

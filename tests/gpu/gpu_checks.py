@@ -247,6 +247,9 @@ def check_samples(args):
         figures += f"; other apis at the end: {others}"
     if compared < args.min_samples:
         raise CheckFailed(f"only {compared} samples: " + figures)
+    if ours(last, args.ours, apis) < args.min_bytes:
+        raise CheckFailed(f"only {ours(last, args.ours, apis)} B live at the last sample, "
+                          f"the program keeps {args.min_bytes} B: " + figures)
     if worst > args.tolerance:
         raise CheckFailed(figures)
     return figures
@@ -338,6 +341,7 @@ def main():
     p.add_argument("--tolerance", type=float, default=0.0, help="largest relative difference")
     p.add_argument("--mark", default="sample")
     p.add_argument("--min-samples", type=int, default=1)
+    p.add_argument("--min-bytes", type=int, default=0, help="the trace's least live bytes at the last sample")
     p.add_argument("--expect", action="append", default=[], metavar="FIELD=VALUE",
                    help="a top-level field of the samples file (how the program ran)")
     p.set_defaults(run=check_samples)

@@ -102,6 +102,10 @@ class GpuChecks(unittest.TestCase):
         self.assertEqual(rc, 1, out)
         rc, out = self.check(*common, "--relation", "ge", "--min-samples", "3")
         self.assertEqual(rc, 1, out)
+        self.assertEqual(self.check(*common, "--relation", "ge", "--min-bytes", "4096")[0], 0)
+        rc, out = self.check(*common, "--relation", "ge", "--min-bytes", "4097")
+        self.assertEqual(rc, 1, out)
+        self.assertIn("only 4096 B live at the last sample", out)
 
     def test_samples_expect_how_the_program_ran(self):
         t = self.write("t.jsonl", [{"ev": "mark", "t": 1, "name": "sample 0", "kind": "instant"}], lines=True)
