@@ -5,6 +5,7 @@
 #include <limits.h>
 #include <signal.h>
 #include <spdlog/spdlog.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -118,6 +119,15 @@ std::optional<std::string> expected_trace_path(const std::string& output_templat
   values.host = host_name();
   values.rank = format::rank_from_environment();  // the program inherits our environment
   return format::expand_output_template(output_template, values);
+}
+
+// The path a template names whatever the program's pid, or nothing when it
+// depends on the pid or the start time.
+std::optional<std::string> pid_independent_trace_path(const std::string& output_template) {
+  const auto first = expected_trace_path(output_template, 1);
+  const auto second = expected_trace_path(output_template, 2);
+  if (!first || first != second) return std::nullopt;
+  return first;
 }
 
 std::string output_template(const RunArgs& args) {
@@ -269,6 +279,17 @@ CLI::App* add_run_command(CLI::App& app, RunArgs& args) {
 int run_command(const RunArgs& args) {
   const std::optional<std::string> library = find_preload_library();
   if (!library || !pass_options_on(args, *library) || !add_to_ld_preload(*library)) return kExitUsage;
+  // The library creates traces exclusively and never overwrites a file (so a
+  // planted symlink cannot redirect one): an existing fixed path would leave
+  // the run untraced, so it is refused before the program starts.
+  if (const auto fixed = pid_independent_trace_path(output_template(args))) {
+    struct stat existing {};
+    if (::lstat(fixed->c_str(), &existing) == 0) {
+      spdlog::error("{} already exists: cumemtrace never overwrites a trace; remove it or choose another --output",
+                    *fixed);
+      return kExitUsage;
+    }
+  }
   std::unique_ptr<RunCheck> check;
   if (!args.check.empty() && !(check = RunCheck::prepare(args.check, output_template(args)))) return kExitUsage;
 

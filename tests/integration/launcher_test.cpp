@@ -89,18 +89,46 @@ TEST(Launcher, PlainLdPreloadWorksWithoutTheLauncher) {
   EXPECT_EQ(lines.back()["live"], 2);
 }
 
-TEST(Launcher, ExistingFileIsNeverOverwrittenAndTheProgramStillRuns) {
+std::string file_content(const std::string& path) {
+  std::ifstream in(path);
+  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
+// Under plain LD_PRELOAD nobody can be asked: the library leaves the file
+// alone, says so, and the program runs untraced.
+TEST(PreloadLibrary, ExistingFileIsNeverOverwrittenAndTheProgramStillRuns) {
+  TempDir dir;
+  const std::string precious = dir / "precious.jsonl";
+  std::ofstream(precious) << "not yours\n";
+  const auto r = run_command({CUMEMTRACE_APPS_DIR "/known_sequence", dir / "manifest.txt"},
+                             sim_environment({{"LD_PRELOAD", CUMEMTRACE_PRELOAD}, {"CUMEMTRACE_OUTPUT", precious}}));
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(file_content(precious), "not yours\n");
+  EXPECT_NE(r.err.find("cannot create the trace file"), std::string::npos) << r.err;
+  EXPECT_TRUE(fs::exists(dir / "manifest.txt"));
+}
+
+// The launcher refuses before the program starts, rather than run it
+// untraced and leave an old trace where the user expects the new one.
+TEST(Launcher, ExistingOutputIsRefusedBeforeTheProgramRuns) {
   TempDir dir;
   const std::string precious = dir / "precious.jsonl";
   std::ofstream(precious) << "not yours\n";
   const auto r = run_command({CUMEMTRACE_CLI, "run", "--output", precious, "--",
                               CUMEMTRACE_APPS_DIR "/known_sequence", dir / "manifest.txt"},
                              sim_environment());
-  EXPECT_EQ(r.exit_code, 0) << r.err;
-  std::ifstream in(precious);
-  std::string content((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  EXPECT_EQ(content, "not yours\n");
-  EXPECT_NE(r.err.find("cannot create the trace file"), std::string::npos) << r.err;
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_EQ(file_content(precious), "not yours\n");
+  EXPECT_NE(r.err.find("already exists"), std::string::npos) << r.err;
+  EXPECT_FALSE(fs::exists(dir / "manifest.txt")) << "the program ran";
+  // A dangling symlink counts as taken as well.
+  const std::string link = dir / "link.jsonl";
+  fs::create_symlink(dir / "nowhere", link);
+  const auto l = run_command({CUMEMTRACE_CLI, "run", "--output", link, "--", CUMEMTRACE_APPS_DIR "/known_sequence",
+                              dir / "manifest.txt"},
+                             sim_environment());
+  EXPECT_EQ(l.exit_code, 2) << l.err;
+  EXPECT_FALSE(fs::exists(dir / "nowhere"));
 }
 
 TEST(Launcher, ExitCodeOfTheProgramIsReturned) {
