@@ -66,6 +66,8 @@ struct Segment {
   SegmentRange range;                 // what the radix map points into
   std::atomic<SubPool*> owner{nullptr};
   PoolKind kind = kLarge;
+  // From Upstream::allocate_stream_ordered: a device reset does not free it.
+  bool stream_ordered_memory = false;
   std::size_t used = 0;               // bytes in allocated + pending blocks
   Block* first = nullptr;             // lowest-address block
   Segment* prev_in_pool = nullptr;    // the owner's list of segments

@@ -5,6 +5,7 @@ add_executable(pool_unit_tests
   pool_expandable_test.cpp
   pool_oom_test.cpp
   pool_random_test.cpp
+  pool_reset_test.cpp
   pool_rules_test.cpp
   pool_safety_test.cpp
   pool_threads_test.cpp)

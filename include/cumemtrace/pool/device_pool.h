@@ -55,7 +55,8 @@
 //   cudaStreamDestroy → stream_destroyed(stream), before the real call
 //   cudaDeviceSynchronize → t = sync_ticket(); real call; device_synchronized(t)
 //   cudaMemGetInfo   → application_memory_info(real free, real total)
-//   cudaDeviceReset  → forget_all() once the real reset succeeded
+//   cudaDeviceReset  → device_reset() once the real reset succeeded; the
+//                      alloc event's context_bound is !survives_reset
 //   `pool` samples   → stats(); fragmentation_of(stats)
 #pragma once
 
@@ -78,6 +79,10 @@ struct Allocation {
   std::size_t block = 0;  // bytes set aside for it (the trace's `block`)
   UpstreamResult result;
   OomReport oom;  // valid when result.status == out_of_memory
+  // The block lies in memory a device reset does not free (a stream's
+  // sub-pool over Upstream::allocate_stream_ordered, or its expandable
+  // range): it stays live, and freeable, across device_reset().
+  bool survives_reset = false;
 
   bool ok() const { return result.ok(); }
 };
@@ -166,10 +171,17 @@ class DevicePool {
   // Trim: synchronise, then give every whole free segment back to the
   // upstream (emptyCache). Returns the upstream's first error, if any.
   UpstreamResult release_cached();
-  // Forget: drop every block and segment without calling the upstream
-  // (cudaDeviceReset already freed the device's memory). Live pointers become
-  // not_owned.
-  void forget_all();
+  // The device was reset (cudaDeviceReset, cuDevicePrimaryCtxReset): the
+  // pool keeps exactly what real CUDA keeps. Segments from
+  // Upstream::allocate() are dropped without calling the upstream (the reset
+  // freed them) and their live pointers become not_owned; a device-wide
+  // expandable range, which the reset leaves mapped, is unmapped and given
+  // back. Segments of stream sub-pools from allocate_stream_ordered() (and
+  // their expandable ranges) survive with their live blocks, which are then
+  // freed as a destroyed stream's are (every stream died with the context).
+  // Pending frees become free (the work they waited for is gone). The
+  // observer sees a segment_free for everything dropped.
+  void device_reset();
 
   // Cheap: sums a few relaxed counters per sub-pool, takes no lock.
   PoolStats stats() const;
