@@ -113,7 +113,7 @@ PoolAttempt pool_allocate(const AllocRequest& request) noexcept {
                                               : pool->allocate(request.size);
     if (!a.ok()) {
       attempt.oom = a.result.status == pool::UpstreamStatus::out_of_memory;
-      if (attempt.oom) attempt.report = a.oom;
+      if (attempt.oom && a.oom) attempt.report = *a.oom;
       return attempt;
     }
     // Pool memory is the pool's segments: a reset of the device frees the

@@ -28,6 +28,15 @@ struct StreamCache {
 };
 thread_local StreamCache t_stream_cache;
 
+// The thread's device-wide shard of the pool it used last: the shard is
+// fixed per thread, and picking it anew costs an integer division on every
+// cudaMalloc.
+struct ShardCache {
+  std::uint64_t pool_uid = 0;
+  detail::SubPool* shard = nullptr;
+};
+thread_local ShardCache t_shard_cache;
+
 std::size_t saturating_add(std::size_t a, std::size_t b) { return a > kUnlimited - b ? kUnlimited : a + b; }
 
 }  // namespace
@@ -73,7 +82,11 @@ void DevicePool::Impl::for_each_sub_pool(Fn fn) const {
 
 SubPool* DevicePool::Impl::device_pool_for(PoolKind kind) {
   if (kind == detail::kLarge) return device_large_;
-  return device_shards_[thread_index() % device_shards_.size()];
+  ShardCache& cache = t_shard_cache;
+  if (cache.pool_uid == uid_) [[likely]] return cache.shard;
+  SubPool* shard = device_shards_[thread_index() % device_shards_.size()];
+  cache = ShardCache{uid_, shard};
+  return shard;
 }
 
 SubPool* DevicePool::Impl::stream_pool(StreamHandle stream) {
@@ -136,7 +149,7 @@ Allocation DevicePool::Impl::allocate(std::size_t size, bool stream_ordered, Str
     const UpstreamResult error = UpstreamResult::out_of_memory(upstream_.out_of_memory_code());
     Allocation failed{0, 0, error, make_report(size, size, stream_ordered, stream, error)};
     ooms_.fetch_add(1, std::memory_order_relaxed);
-    if (observer_) observer_->on_oom(failed.oom);
+    if (observer_) observer_->on_oom(*failed.oom);
     return failed;
   }
   const PoolKind kind = detail::SizePolicy::kind_of(rounded);
@@ -163,7 +176,10 @@ Allocation DevicePool::Impl::allocate(std::size_t size, bool stream_ordered, Str
 Allocation DevicePool::Impl::finish(SubPool& sp, Block* free_block, std::size_t rounded, std::size_t size,
                                     bool stream_ordered) {
   Block* b = detail::take_block(sp, policy_, free_block, rounded, size, stream_ordered);
-  Allocation a{b->addr, b->size, UpstreamResult::success(), {}};
+  // Member by member: a braced initialiser zeroes the whole (empty) report.
+  Allocation a;
+  a.ptr = b->addr;
+  a.block = b->size;
   a.survives_reset = survives_reset(sp, b->segment);
   return a;
 }
@@ -369,7 +385,7 @@ Allocation DevicePool::Impl::out_of_memory_ladder(SubPool& sp, PoolKind kind, st
   }
   Allocation failed{0, 0, error, make_report(size, rounded, stream_ordered, stream, error)};
   ooms_.fetch_add(1, std::memory_order_relaxed);
-  if (observer_) observer_->on_oom(failed.oom);
+  if (observer_) observer_->on_oom(*failed.oom);
   return failed;
 }
 

@@ -133,7 +133,20 @@ struct alignas(64) SubPool {
     if (!spare_blocks) refill_blocks();
     Block* b = spare_blocks;
     spare_blocks = b->pending_next;
-    *b = Block{};
+    // Field by field: `*b = Block{}` compiles to a `rep stos` over the whole
+    // record, a measurable part of a cache hit. `where` is set whenever the
+    // block enters the free index.
+    b->addr = 0;
+    b->size = 0;
+    b->requested = 0;
+    b->segment = nullptr;
+    b->prev = b->next = nullptr;
+    b->state = BlockState::free;
+    b->stream_ordered = false;
+    b->ticket = 0;
+    b->fence = 0;
+    b->fenced = false;
+    b->pending_next = nullptr;
     return b;
   }
   void recycle(Block* b) {
@@ -144,6 +157,9 @@ struct alignas(64) SubPool {
     constexpr std::size_t kChunk = 256;
     block_chunks.push_back(std::make_unique<Block[]>(kChunk));
     for (std::size_t i = 0; i < kChunk; ++i) recycle(&block_chunks.back()[i]);
+  }
+  void raise_largest(PoolKind k, std::size_t size) {
+    if (size > largest[k].get()) largest[k].set(size);
   }
   void refresh_largest(PoolKind k) {
     const FreeSet& s = free_sets[k];
