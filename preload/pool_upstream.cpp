@@ -200,6 +200,9 @@ UpstreamResult DriverUpstream::release_stream_ordered(DevicePtr ptr, std::size_t
   // synchronization when the pointer was allocated with cuMemAllocAsync"
   // (cuda.h): wait for earlier work first, as release() promises. No
   // cuMemFreeAsync: the segment's stream may be gone (destroyed, reset).
+  // The memory goes back to the driver's pool, which keeps what its release
+  // threshold lets it keep until the next synchronisation, exactly as it
+  // would have kept the application's own cudaFreeAsync'd memory.
   Driver& d = driver();
   InContext in(primary_);
   if (const CUresult rc = d.ctx_synchronize.get()(); rc != CUDA_SUCCESS) return result_of(rc);
