@@ -82,8 +82,10 @@ class Upstream {
   // memory allocations need to be destroyed explicitly"; cuda.h: "cuCtxDestroy()
   // will not destroy memory allocations by cuMemCreate(), cuMemAllocAsync()
   // and cuMemAllocFromPoolAsync(). These memory allocations are not
-  // associated with any CUDA context". False: allocate() serves every
-  // sub-pool and a reset frees all of it.
+  // associated with any CUDA context"; and the pool they come from outlives
+  // the reset too (cudaMemPoolDestroy: "A device's default memory pool
+  // cannot be destroyed"). False: allocate() serves every sub-pool and a
+  // reset frees all of it.
   virtual bool has_stream_ordered_segments() { return false; }
   // Obtain `size` bytes in `stream`'s order (cuMemAllocAsync from the pool
   // current to the stream's device: the pool the application's
