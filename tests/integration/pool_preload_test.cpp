@@ -290,6 +290,33 @@ TEST_F(PoolPreload, DeviceResetGivesBackEverySegmentThePoolHeld) {
   EXPECT_EQ(lines.back()["ev"], "end");
 }
 
+// With expandable segments the pool's large blocks live in cuMemMap'd pages,
+// which a reset leaves alone: the pool itself unmaps the device-wide range
+// (its blocks were cudaMalloc's) and keeps the stream's.
+TEST_F(PoolPreload, DeviceResetWithExpandableSegmentsKeepsOnlyTheStreamsPages) {
+  const EnvChanges small = {{"SIMCUDA_DEVICE_MEMORY", "1GiB"}};
+  const auto bare = untraced("pool_reset", small);
+  ASSERT_EQ(bare.exit_code, 0) << bare.err;
+  EnvChanges expandable = small;
+  expandable.emplace_back("CUMEMTRACE_POOL_CONF", "expandable_segments:true");
+  const auto r = traced("pool_reset", expandable);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, bare.out);
+  const auto lines = trace();
+  EXPECT_EQ(check_pool_segments(lines), "");
+  std::int64_t mapped = 0, reserved = 0;
+  for (const json& l : lines) {
+    const bool map = l.value("api", "") == "cuMemMap";
+    if (l["ev"] == "segment_alloc") reserved += l["size"].get<std::int64_t>();
+    if (l["ev"] == "segment_alloc" && map) mapped += l["size"].get<std::int64_t>();
+    if (l["ev"] == "segment_free") reserved -= l["size"].get<std::int64_t>();
+  }
+  EXPECT_EQ(mapped, static_cast<std::int64_t>(36 * kMiB));  // 30 MiB device-wide, 6 MiB the stream's
+  // Left at exit: only the small segment that `fresh` took after the reset,
+  // cached.
+  EXPECT_EQ(reserved, static_cast<std::int64_t>(2 * kMiB));
+}
+
 // Every route program, in caching mode: the same allocs, frees and errors
 // as its manifest says (which passthrough mode checks with their segment
 // twins in routes_test.cpp), a well-formed trace, and reserved memory that
