@@ -6,7 +6,6 @@
 #include <cstdint>
 #include <memory>
 #include <memory_resource>
-#include <mutex>
 #include <map>
 #include <set>
 #include <vector>
