@@ -65,8 +65,8 @@
 #include <memory>
 #include <new>
 #include <optional>
-#include <type_traits>
 #include <string>
+#include <type_traits>
 
 #include "cumemtrace/pool/pool_config.h"
 #include "cumemtrace/pool/pool_stats.h"
