@@ -113,18 +113,19 @@ PoolAttempt pool_allocate(const AllocRequest& request) noexcept {
                                               : pool->allocate(request.size);
     if (!a.ok()) {
       attempt.oom = a.result.status == pool::UpstreamStatus::out_of_memory;
-      if (attempt.oom) attempt.report = a.oom;
+      if (attempt.oom && a.oom) attempt.report = *a.oom;
       return attempt;
     }
-    // Pool memory is the pool's segments, allocated in the device's primary
-    // context: a reset of it frees stream-ordered blocks too.
+    // Pool memory is the pool's segments: a reset of the device frees the
+    // block exactly when it frees its segment (stream-ordered memory survives,
+    // DevicePool::device_reset).
     recorder().on_alloc({.api = request.api,
                          .kind = request.kind,
                          .dev = dev,
                          .ptr = a.ptr,
                          .size = request.size,
                          .stream = request.stream,
-                         .context_bound = true,
+                         .context_bound = !a.survives_reset,
                          .block = a.block});
     sample_pool_if_due(dev);
     attempt.ptr = a.ptr;

@@ -6,11 +6,7 @@
 
 #include <array>
 #include <atomic>
-#include <iterator>
-#include <map>
 #include <memory>
-#include <mutex>
-#include <vector>
 
 #include "config.h"
 #include "hook_support.h"
@@ -22,18 +18,13 @@ namespace {
 using pool::DevicePool;
 using pool::DevicePtr;
 
-// Writes the pool's segment changes to the trace, and remembers the
-// segments held, so a device reset (which frees them all without the pool)
-// can write a segment_free for each. Segment changes are the pool's slow
-// path (growth, release): a mutex and a map cost nothing there.
+// Writes the pool's segment changes to the trace. A device reset's drops
+// come through here too: DevicePool::device_reset reports each segment the
+// reset freed (and nothing for what survives it).
 class SegmentObserver final : public pool::PoolObserver {
  public:
   void on_segment_alloc(int dev, DevicePtr ptr, std::size_t size) override {
     try {
-      {
-        std::scoped_lock lock(mu_);
-        held_[ptr] = size;
-      }
       recorder().on_segment_alloc(dev, ptr, size, DriverUpstream::last_segment_api());
     } catch (...) {  // out of host memory: the trace loses the event
     }
@@ -41,43 +32,10 @@ class SegmentObserver final : public pool::PoolObserver {
 
   void on_segment_free(int dev, DevicePtr ptr, std::size_t size) override {
     try {
-      forget(ptr, size);
       recorder().on_segment_free(dev, ptr, size);
     } catch (...) {
     }
   }
-
-  // Everything still held, forgotten: [(ptr, size)] in address order.
-  std::vector<std::pair<DevicePtr, std::size_t>> take_all() {
-    std::scoped_lock lock(mu_);
-    std::vector<std::pair<DevicePtr, std::size_t>> all(held_.begin(), held_.end());
-    held_.clear();
-    return all;
-  }
-
- private:
-  // Removes [ptr, ptr+size): a whole segment, or pages of an expandable
-  // range mapped in one piece and unmapped in parts.
-  void forget(DevicePtr ptr, std::size_t size) {
-    std::scoped_lock lock(mu_);
-    const DevicePtr end = ptr + size;
-    auto it = held_.upper_bound(ptr);
-    if (it != held_.begin()) --it;
-    while (it != held_.end() && it->first < end) {
-      const DevicePtr base = it->first;
-      const DevicePtr top = base + it->second;
-      if (top <= ptr) {
-        ++it;
-        continue;
-      }
-      it = held_.erase(it);
-      if (base < ptr) held_[base] = ptr - base;
-      if (top > end) held_[end] = top - end;
-    }
-  }
-
-  std::mutex mu_;
-  std::map<DevicePtr, std::size_t> held_;
 };
 
 struct DeviceSlot {
@@ -230,8 +188,7 @@ void sample_pool_if_due(int dev) {
 void pool_device_reset(int dev) {
   DeviceSlot* slot = dev >= 0 && dev < kMaxDevices ? g_slots[dev].load(std::memory_order_acquire) : nullptr;
   if (!slot) return;
-  slot->pool.forget_all();
-  for (const auto& [ptr, size] : slot->observer.take_all()) recorder().on_segment_free(dev, ptr, size);
+  slot->pool.device_reset();
 }
 
 std::uintptr_t pool_stream(std::uintptr_t recorded) {

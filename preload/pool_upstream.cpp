@@ -26,6 +26,8 @@ struct Driver {
   CUMEMTRACE_DRIVER_FN(mem_alloc, cuMemAlloc_v2);
   CUMEMTRACE_DRIVER_FN(mem_free, cuMemFree_v2);
   CUMEMTRACE_DRIVER_FN(mem_get_info, cuMemGetInfo_v2);
+  // Stream-ordered segments (optional: CUDA 11.2 and later).
+  CUMEMTRACE_DRIVER_FN(mem_alloc_async, cuMemAllocAsync);
   CUMEMTRACE_DRIVER_FN(event_create, cuEventCreate);
   CUMEMTRACE_DRIVER_FN(event_record, cuEventRecord);
   CUMEMTRACE_DRIVER_FN(event_query, cuEventQuery);
@@ -87,6 +89,20 @@ UpstreamResult result_of(CUresult rc) {
 
 thread_local const char* last_segment_api_ = "cuMemAlloc_v2";
 thread_local char per_thread_stream_marker_ = 0;
+
+// The driver's stream for a pool stream handle. Our per-thread marker is the
+// calling thread's own per-thread default stream (the pool calls the
+// upstream from the thread that allocates or frees on it); false for
+// another thread's marker.
+bool driver_stream(pool::StreamHandle stream, CUstream* out) {
+  if (stream & 1u) {
+    if (stream != per_thread_stream_handle()) return false;
+    *out = CU_STREAM_PER_THREAD;
+    return true;
+  }
+  *out = reinterpret_cast<CUstream>(stream);
+  return true;
+}
 
 CUmemAllocationProp device_allocation(int cu_device) {
   CUmemAllocationProp prop{};
@@ -161,6 +177,38 @@ UpstreamResult DriverUpstream::release(DevicePtr ptr, std::size_t) {
   return result_of(driver().mem_free.get()(static_cast<CUdeviceptr>(ptr)));
 }
 
+bool DriverUpstream::has_stream_ordered_segments() { return driver().mem_alloc_async.get() != nullptr; }
+
+UpstreamResult DriverUpstream::allocate_stream_ordered(std::size_t size, pool::StreamHandle stream,
+                                                       DevicePtr* ptr) {
+  CUstream s = nullptr;
+  if (!driver_stream(stream, &s)) return UpstreamResult::failure(CUDA_ERROR_INVALID_HANDLE);
+  InContext in(primary_);
+  CUdeviceptr p = 0;
+  // From the pool current to the stream's device, as the application's own
+  // cudaMallocAsync / cuMemAllocAsync would have been.
+  const CUresult rc = driver().mem_alloc_async.get()(&p, size, s);
+  if (rc == CUDA_SUCCESS) {
+    *ptr = static_cast<DevicePtr>(p);
+    last_segment_api_ = "cuMemAllocAsync";
+  }
+  return result_of(rc);
+}
+
+UpstreamResult DriverUpstream::release_stream_ordered(DevicePtr ptr, std::size_t) {
+  // cuMemFree takes stream-ordered memory but "will not perform any implicit
+  // synchronization when the pointer was allocated with cuMemAllocAsync"
+  // (cuda.h): wait for earlier work first, as release() promises. No
+  // cuMemFreeAsync: the segment's stream may be gone (destroyed, reset).
+  // The memory goes back to the driver's pool, which keeps what its release
+  // threshold lets it keep until the next synchronisation, exactly as it
+  // would have kept the application's own cudaFreeAsync'd memory.
+  Driver& d = driver();
+  InContext in(primary_);
+  if (const CUresult rc = d.ctx_synchronize.get()(); rc != CUDA_SUCCESS) return result_of(rc);
+  return result_of(d.mem_free.get()(static_cast<CUdeviceptr>(ptr)));
+}
+
 UpstreamResult DriverUpstream::memory_info(std::size_t* free_bytes, std::size_t* total_bytes) {
   InContext in(primary_);
   size_t f = 0, t = 0;
@@ -178,13 +226,8 @@ UpstreamResult DriverUpstream::synchronize() {
 }
 
 UpstreamResult DriverUpstream::record_fence(pool::StreamHandle stream, pool::FenceHandle* fence) {
-  CUstream s = reinterpret_cast<CUstream>(stream);
-  if (stream & 1u) {
-    // Our per-thread marker: the pool records a fence on the stream of the
-    // free, which is the calling thread's own per-thread default stream.
-    if (stream != per_thread_stream_handle()) return UpstreamResult::failure(CUDA_ERROR_INVALID_HANDLE);
-    s = CU_STREAM_PER_THREAD;
-  }
+  CUstream s = nullptr;
+  if (!driver_stream(stream, &s)) return UpstreamResult::failure(CUDA_ERROR_INVALID_HANDLE);
   Driver& d = driver();
   InContext in(primary_);
   CUevent event = nullptr;

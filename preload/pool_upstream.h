@@ -43,6 +43,10 @@ class DriverUpstream final : public pool::Upstream {
   pool::UpstreamResult allocate(std::size_t size, pool::DevicePtr* ptr) override;
   pool::UpstreamResult release(pool::DevicePtr ptr, std::size_t size) override;
   pool::UpstreamResult memory_info(std::size_t* free_bytes, std::size_t* total_bytes) override;
+  bool has_stream_ordered_segments() override;
+  pool::UpstreamResult allocate_stream_ordered(std::size_t size, pool::StreamHandle stream,
+                                               pool::DevicePtr* ptr) override;
+  pool::UpstreamResult release_stream_ordered(pool::DevicePtr ptr, std::size_t size) override;
   pool::UpstreamResult synchronize() override;
   pool::UpstreamResult record_fence(pool::StreamHandle stream, pool::FenceHandle* fence) override;
   pool::FenceState query_fence(pool::FenceHandle fence) override;
@@ -55,7 +59,8 @@ class DriverUpstream final : public pool::Upstream {
   pool::UpstreamResult unmap(pool::DevicePtr addr, std::size_t size) override;
 
   // The driver call that made the calling thread's latest segment:
-  // "cuMemAlloc_v2" or "cuMemMap" (the segment_alloc event's `api`).
+  // "cuMemAlloc_v2", "cuMemAllocAsync" or "cuMemMap" (the segment_alloc
+  // event's `api`).
   static const char* last_segment_api();
 
   void* primary_context() const { return primary_; }

@@ -119,8 +119,10 @@ printf '| %-64s | %12s | %12s | %12s |\n' "realistic latency, whole-run speed-up
 # device work): a cached alloc+free pair on 1 and 8 threads, the miss path,
 # a churning working set. Medians of BENCH_RUNS repetitions.
 echo
-echo "Caching pool, per alloc+free pair (medians of $runs repetitions; wall time with 8 threads is"
-echo "per thread, so flat wall time from 1 to 8 threads means linear scaling):"
+echo "Caching pool, per alloc+free pair (medians of $runs repetitions). With 8 threads Google"
+echo "Benchmark divides the wall time by the pairs of all threads: the figure is the process's wall"
+echo "time per pair (1/throughput), so linear scaling is 1/min(8, CPUs) of the 1-thread figure, and"
+echo "a flat figure means no gain but no lock convoy either. This machine has $(nproc) CPUs:"
 echo
 printf '| %-58s | %12s | %12s |\n' "benchmark" "wall time" "CPU time"
 printf '|%s|%s|%s|\n' "$(printf -- '-%.0s' {1..60})" "$(printf -- '-%.0s' {1..14})" "$(printf -- '-%.0s' {1..14})"

@@ -16,20 +16,23 @@ std::size_t align_up(std::size_t v, std::size_t a) { return (v + a - 1) / a * a;
 // The free index is ordered by (size, address). A block whose key changed
 // (split or merge) keeps its node when it still sorts between its
 // neighbours, which is the usual case: the remainder of the largest free
-// block stays the largest. Only otherwise is it re-inserted.
-void reposition(FreeSet& set, Block* b) {
-  const BlockOrder less;
-  auto it = b->where;
-  bool in_order = true;
-  if (it != set.begin() && !less(*std::prev(it), b)) in_order = false;
-  if (in_order) {
-    auto next = std::next(it);
-    if (next != set.end() && !less(b, *next)) in_order = false;
-  }
-  if (!in_order) {
-    set.erase(it);
-    b->where = set.insert(b).first;
-  }
+// block stays the largest. Only otherwise is it re-inserted. A key that only
+// shrank (a split: smaller size) can only have passed its predecessor, one
+// that only grew (a merge: larger size) its successor, so one neighbour is
+// enough to look at: each look is a walk in the tree, on the hit path.
+void reposition_shrunk(FreeSet& set, Block* b) {
+  const auto it = b->where;
+  if (it == set.begin() || BlockOrder{}(*std::prev(it), b)) return;
+  set.erase(it);
+  b->where = set.insert(b).first;
+}
+
+void reposition_grown(FreeSet& set, Block* b) {
+  const auto it = b->where;
+  const auto next = std::next(it);
+  if (next == set.end() || BlockOrder{}(b, *next)) return;
+  set.erase(it);
+  b->where = set.insert(b).first;
 }
 
 }  // namespace
@@ -106,6 +109,7 @@ Block* take_block(SubPool& sp, const SizePolicy& policy, Block* f, std::size_t r
                   std::size_t requested, bool stream_ordered) {
   Segment* seg = f->segment;
   FreeSet& set = sp.free_sets[seg->kind];
+  const std::size_t taken_from = f->size;
   Block* b = nullptr;
   if (policy.should_split(seg, f->size, rounded)) {
     // The request takes the low end; the remainder keeps f's index node.
@@ -120,7 +124,7 @@ Block* take_block(SubPool& sp, const SizePolicy& policy, Block* f, std::size_t r
     f->prev = b;
     f->addr += rounded;
     f->size -= rounded;
-    reposition(set, f);
+    reposition_shrunk(set, f);
     sp.free_bytes.sub(rounded);
   } else {
     set.erase(f->where);
@@ -136,7 +140,9 @@ Block* take_block(SubPool& sp, const SizePolicy& policy, Block* f, std::size_t r
   sp.allocated.add(b->size);
   sp.requested.add(requested);
   sp.live_blocks.add(1);
-  sp.refresh_largest(seg->kind);
+  // Smaller than the largest free block: that one is still there. (Only
+  // otherwise is the index asked, which costs a walk to its end.)
+  if (taken_from >= sp.largest[seg->kind].get()) sp.refresh_largest(seg->kind);
   return b;
 }
 
@@ -148,7 +154,7 @@ Block* add_free_tail(SubPool& sp, Segment* seg, DevicePtr addr, std::size_t size
   Block* result = nullptr;
   if (last && last->state == BlockState::free) {
     last->size += size;
-    reposition(set, last);
+    reposition_grown(set, last);
     result = last;
   } else {
     Block* b = sp.new_block();
@@ -163,7 +169,8 @@ Block* add_free_tail(SubPool& sp, Segment* seg, DevicePtr addr, std::size_t size
     sp.free_blocks.add(1);
     result = b;
   }
-  sp.refresh_largest(seg->kind);
+  // Only blocks no larger than the result left the index.
+  sp.raise_largest(seg->kind, result->size);
   return result;
 }
 
@@ -183,14 +190,14 @@ Block* make_free(SubPool& sp, Block* b) {
     if (n->next) n->next->prev = p;
     sp.recycle(b);
     sp.recycle(n);
-    reposition(set, p);
+    reposition_grown(set, p);
     result = p;
   } else if (p) {
     p->size += b->size;
     p->next = b->next;
     if (b->next) b->next->prev = p;
     sp.recycle(b);
-    reposition(set, p);
+    reposition_grown(set, p);
     result = p;
   } else if (n) {
     n->addr = b->addr;
@@ -199,7 +206,7 @@ Block* make_free(SubPool& sp, Block* b) {
     if (b->prev) b->prev->next = n;
     else seg->first = n;
     sp.recycle(b);
-    reposition(set, n);
+    reposition_grown(set, n);
     result = n;
   } else {
     b->state = BlockState::free;
@@ -207,7 +214,8 @@ Block* make_free(SubPool& sp, Block* b) {
     sp.free_blocks.add(1);
     result = b;
   }
-  sp.refresh_largest(seg->kind);
+  // Only blocks no larger than the result left the index.
+  sp.raise_largest(seg->kind, result->size);
   return result;
 }
 

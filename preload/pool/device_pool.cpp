@@ -28,6 +28,15 @@ struct StreamCache {
 };
 thread_local StreamCache t_stream_cache;
 
+// The thread's device-wide shard of the pool it used last: the shard is
+// fixed per thread, and picking it anew costs an integer division on every
+// cudaMalloc.
+struct ShardCache {
+  std::uint64_t pool_uid = 0;
+  detail::SubPool* shard = nullptr;
+};
+thread_local ShardCache t_shard_cache;
+
 std::size_t saturating_add(std::size_t a, std::size_t b) { return a > kUnlimited - b ? kUnlimited : a + b; }
 
 }  // namespace
@@ -39,7 +48,8 @@ DevicePool::Impl::Impl(Upstream& upstream, const PoolConfig& config, int device,
       device_(device),
       observer_(observer),
       uid_(g_next_pool_uid.fetch_add(1)),
-      vm_granularity_(config.expandable_segments ? upstream.vm_granularity() : 0) {
+      vm_granularity_(config.expandable_segments ? upstream.vm_granularity() : 0),
+      stream_ordered_segments_(upstream.has_stream_ordered_segments()) {
   std::lock_guard lock(streams_mu_);
   const std::uint32_t shards = std::max<std::uint32_t>(1, config_.device_shards);
   for (std::uint32_t i = 0; i < shards; ++i) device_shards_.push_back(add_sub_pool(false, 0));
@@ -72,7 +82,11 @@ void DevicePool::Impl::for_each_sub_pool(Fn fn) const {
 
 SubPool* DevicePool::Impl::device_pool_for(PoolKind kind) {
   if (kind == detail::kLarge) return device_large_;
-  return device_shards_[thread_index() % device_shards_.size()];
+  ShardCache& cache = t_shard_cache;
+  if (cache.pool_uid == uid_) [[likely]] return cache.shard;
+  SubPool* shard = device_shards_[thread_index() % device_shards_.size()];
+  cache = ShardCache{uid_, shard};
+  return shard;
 }
 
 SubPool* DevicePool::Impl::stream_pool(StreamHandle stream) {
@@ -105,7 +119,7 @@ SubPool* DevicePool::Impl::stream_pool(StreamHandle stream) {
   return sp;
 }
 
-SubPool* DevicePool::Impl::lock_owner(DevicePtr ptr, std::unique_lock<std::mutex>& lock,
+SubPool* DevicePool::Impl::lock_owner(DevicePtr ptr, std::unique_lock<detail::SubPoolLock>& lock,
                                       Segment** segment) const {
   auto range_of = [](Segment* s) -> const detail::SegmentRange& { return s->range; };
   // A segment can change hands (released, recycled) between the lock-free
@@ -135,7 +149,7 @@ Allocation DevicePool::Impl::allocate(std::size_t size, bool stream_ordered, Str
     const UpstreamResult error = UpstreamResult::out_of_memory(upstream_.out_of_memory_code());
     Allocation failed{0, 0, error, make_report(size, size, stream_ordered, stream, error)};
     ooms_.fetch_add(1, std::memory_order_relaxed);
-    if (observer_) observer_->on_oom(failed.oom);
+    if (observer_) observer_->on_oom(*failed.oom);
     return failed;
   }
   const PoolKind kind = detail::SizePolicy::kind_of(rounded);
@@ -162,7 +176,12 @@ Allocation DevicePool::Impl::allocate(std::size_t size, bool stream_ordered, Str
 Allocation DevicePool::Impl::finish(SubPool& sp, Block* free_block, std::size_t rounded, std::size_t size,
                                     bool stream_ordered) {
   Block* b = detail::take_block(sp, policy_, free_block, rounded, size, stream_ordered);
-  return Allocation{b->addr, b->size, UpstreamResult::success(), {}};
+  // Member by member: a braced initialiser zeroes the whole (empty) report.
+  Allocation a;
+  a.ptr = b->addr;
+  a.block = b->size;
+  a.survives_reset = survives_reset(sp, b->segment);
+  return a;
 }
 
 Block* DevicePool::Impl::refill(SubPool& sp, PoolKind kind, std::size_t rounded, UpstreamResult* error) {
@@ -204,9 +223,14 @@ Block* DevicePool::Impl::grow(SubPool& sp, PoolKind kind, std::size_t rounded, U
   }
   const std::size_t size = detail::SizePolicy::segment_size(rounded);
   DevicePtr base = 0;
+  // A stream's sub-pool takes memory the way the application's
+  // cudaMallocAsync would have, so a device reset spares it as it would
+  // have spared theirs (upstream.h).
+  const bool stream_memory = sp.stream_ordered && stream_ordered_segments_;
   {
     std::lock_guard lock(upstream_mu_);
-    *error = upstream_.allocate(size, &base);
+    *error = stream_memory ? upstream_.allocate_stream_ordered(size, sp.stream, &base)
+                           : upstream_.allocate(size, &base);
     if (!error->ok()) return nullptr;
     upstream_allocs_.fetch_add(1, std::memory_order_relaxed);
     if (observer_) observer_->on_segment_alloc(device_, base, size);
@@ -216,12 +240,14 @@ Block* DevicePool::Impl::grow(SubPool& sp, PoolKind kind, std::size_t rounded, U
     seg->range.base.store(base, std::memory_order_release);
     seg->range.size.store(size, std::memory_order_release);
     seg->kind = kind;
+    seg->stream_ordered_memory = stream_memory;
   }
   if (!seg || !register_segment(seg)) {
     // Out of host memory for our own records: give the segment back.
     std::lock_guard lock(upstream_mu_);
     if (observer_) observer_->on_segment_free(device_, base, size);
-    upstream_.release(base, size);
+    if (stream_memory) upstream_.release_stream_ordered(base, size);
+    else upstream_.release(base, size);
     upstream_frees_.fetch_add(1, std::memory_order_relaxed);
     if (seg) recycle_segment(seg);
     *error = UpstreamResult::out_of_memory(upstream_.out_of_memory_code());
@@ -295,7 +321,8 @@ std::size_t DevicePool::Impl::release_free(SubPool& sp, std::size_t goal, Upstre
   return released;
 }
 
-void DevicePool::Impl::release_segment(SubPool& sp, Segment* seg, UpstreamResult* first_error) {
+void DevicePool::Impl::release_segment(SubPool& sp, Segment* seg, UpstreamResult* first_error,
+                                       bool freed_by_reset) {
   if (seg->expandable) return release_expandable(sp, seg, first_error);
   const DevicePtr base = seg->base();
   const std::size_t size = seg->size();
@@ -309,9 +336,12 @@ void DevicePool::Impl::release_segment(SubPool& sp, Segment* seg, UpstreamResult
   {
     std::lock_guard lock(upstream_mu_);
     if (observer_) observer_->on_segment_free(device_, base, size);
-    const UpstreamResult r = upstream_.release(base, size);
-    upstream_frees_.fetch_add(1, std::memory_order_relaxed);
-    if (!r.ok() && first_error->ok()) *first_error = r;
+    if (!freed_by_reset) {
+      const UpstreamResult r = seg->stream_ordered_memory ? upstream_.release_stream_ordered(base, size)
+                                                          : upstream_.release(base, size);
+      upstream_frees_.fetch_add(1, std::memory_order_relaxed);
+      if (!r.ok() && first_error->ok()) *first_error = r;
+    }
   }
   note_reserved(-static_cast<std::ptrdiff_t>(size));
   sp.recycle(b);
@@ -355,7 +385,7 @@ Allocation DevicePool::Impl::out_of_memory_ladder(SubPool& sp, PoolKind kind, st
   }
   Allocation failed{0, 0, error, make_report(size, rounded, stream_ordered, stream, error)};
   ooms_.fetch_add(1, std::memory_order_relaxed);
-  if (observer_) observer_->on_oom(failed.oom);
+  if (observer_) observer_->on_oom(*failed.oom);
   return failed;
 }
 
@@ -414,7 +444,7 @@ OomReport DevicePool::Impl::make_report(std::size_t size, std::size_t rounded, b
 
 FreeResult DevicePool::Impl::free(DevicePtr ptr, bool stream_ordered, StreamHandle stream) {
   if (ptr == 0) return FreeResult{};
-  std::unique_lock<std::mutex> lock;
+  std::unique_lock<detail::SubPoolLock> lock;
   Segment* seg = nullptr;
   SubPool* sp = lock_owner(ptr, lock, &seg);
   if (!sp) return FreeResult{};
@@ -464,7 +494,7 @@ bool DevicePool::Impl::owns(DevicePtr ptr) const {
 }
 
 bool DevicePool::Impl::find(DevicePtr ptr, BlockInfo* info) const {
-  std::unique_lock<std::mutex> lock;
+  std::unique_lock<detail::SubPoolLock> lock;
   Segment* seg = nullptr;
   SubPool* sp = lock_owner(ptr, lock, &seg);
   if (!sp) return false;
@@ -524,47 +554,62 @@ UpstreamResult DevicePool::Impl::release_cached() {
   return first;
 }
 
-void DevicePool::Impl::forget_all() {
+bool DevicePool::Impl::survives_reset(const SubPool& sp, const Segment* seg) const {
+  // Stream-ordered memory and cuMemCreate'd pages are not the context's
+  // (upstream.h cites CUDA 13's notes). An expandable range of a device-wide
+  // sub-pool survives too, but its blocks were cudaMalloc's, which the
+  // application must see destroyed: device_reset gives it back.
+  return seg->stream_ordered_memory || (seg->expandable && sp.stream_ordered);
+}
+
+void DevicePool::Impl::device_reset() {
   std::lock_guard slow(slow_mu_);
   std::lock_guard streams(streams_mu_);
   for_each_sub_pool([&](SubPool& sp) {
     std::lock_guard lock(sp.mu);
+    // Nothing is left to wait for: the reset tore down the device work that
+    // pending frees waited for, and destroyed the events of their fences
+    // (so they are dropped, not destroyed).
+    detail::reclaim_synced(sp, ~std::uint64_t{0});
+    for (Block* b : sp.fenced) {
+      sp.pending_bytes[b->segment->kind] -= b->size;
+      sp.pending.sub(b->size);
+      detail::make_free(sp, b);
+    }
+    sp.fenced.clear();
+    UpstreamResult ignored;
     for (Segment* seg = sp.segments; seg;) {
       Segment* next = seg->next_in_pool;
-      for (Block* b = seg->first; b;) {
-        Block* after = b->next;
-        sp.recycle(b);
-        b = after;
+      // (An expandable range never grown holds nothing; it stays for reuse.)
+      if (seg->first && !survives_reset(sp, seg)) {
+        // The application's blocks here died with the reset (cudaMalloc
+        // memory): out of the live table, then the whole segment goes.
+        std::vector<Block*> live;
+        for (Block* b = seg->first; b; b = b->next)
+          if (b->state == detail::BlockState::allocated) live.push_back(b);
+        for (Block* b : live) {
+          detail::unaccount_live(sp, b);
+          detail::make_free(sp, b);
+        }
+        // Ordinary segments were freed by the reset itself; an expandable
+        // range was not, so the pool unmaps and returns it.
+        release_segment(sp, seg, &ignored, /*freed_by_reset=*/!seg->expandable);
       }
-      seg->owner.store(nullptr, std::memory_order_release);
-      recycle_segment(seg);
       seg = next;
     }
-    sp.segments = nullptr;
-    sp.expandable = nullptr;
-    // Fences are not destroyed: the reset destroyed the events with the context.
-    for (auto& set : sp.free_sets) set.clear();
-    sp.live.clear();
-    sp.pending_head = sp.pending_tail = nullptr;
-    sp.fenced.clear();
-    sp.pending_bytes[0] = sp.pending_bytes[1] = 0;
-    for (detail::Counter* c : {&sp.allocated, &sp.requested, &sp.reserved, &sp.pending, &sp.free_bytes,
-                               &sp.free_blocks, &sp.inactive_split, &sp.live_blocks, &sp.segment_count,
-                               &sp.largest[0], &sp.largest[1]})
-      c->set(0);
-    if (sp.stream_ordered && !sp.orphan) {
+    if (!sp.stream_ordered) return;
+    // Every stream of the context was destroyed: what survives in a stream's
+    // sub-pool is freed in no stream's order any more (stream_destroyed).
+    if (!sp.orphan) {
       sp.orphan = true;
       orphans_.push_back(&sp);
     }
+    release_free(sp, kUnlimited, &ignored);
+    if (sp.expandable && detail::segment_is_free(sp.expandable)) release_expandable(sp, sp.expandable, &ignored);
   });
   streams_.clear();
   stream_generation_.fetch_add(1, std::memory_order_acq_rel);
-  {
-    std::lock_guard lock(segments_mu_);
-    segment_map_.clear();
-  }
-  reserved_total_.store(0);
-  peak_reserved_.store(0);
+  peak_reserved_.store(reserved_total_.load());
 }
 
 PoolStats DevicePool::Impl::stats() const {
@@ -639,6 +684,7 @@ Segment* DevicePool::Impl::new_segment() {
   seg->pages.clear();
   seg->runs.clear();
   seg->kind = detail::kLarge;
+  seg->stream_ordered_memory = false;
   return seg;
 }
 
@@ -695,7 +741,7 @@ MemoryInfo DevicePool::application_memory_info(std::size_t driver_free, std::siz
   return impl_->application_memory_info(driver_free, driver_total);
 }
 UpstreamResult DevicePool::release_cached() { return impl_->release_cached(); }
-void DevicePool::forget_all() { impl_->forget_all(); }
+void DevicePool::device_reset() { impl_->device_reset(); }
 PoolStats DevicePool::stats() const { return impl_->stats(); }
 const PoolConfig& DevicePool::config() const { return impl_->config(); }
 int DevicePool::device() const { return impl_->device(); }

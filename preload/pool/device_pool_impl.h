@@ -38,7 +38,7 @@ class DevicePool::Impl {
   void stream_destroyed(StreamHandle stream);
   MemoryInfo application_memory_info(std::size_t driver_free, std::size_t driver_total) const;
   UpstreamResult release_cached();
-  void forget_all();
+  void device_reset();
   PoolStats stats() const;
   std::string check_invariants() const;
 
@@ -54,7 +54,7 @@ class DevicePool::Impl {
   SubPool* add_sub_pool(bool stream_ordered, StreamHandle stream);  // streams_mu held
   // Locks and returns the sub-pool owning the segment that contains ptr;
   // null when no segment contains it.
-  SubPool* lock_owner(DevicePtr ptr, std::unique_lock<std::mutex>& lock, Segment** segment) const;
+  SubPool* lock_owner(DevicePtr ptr, std::unique_lock<detail::SubPoolLock>& lock, Segment** segment) const;
   // Bytes in sp's wholly free segments.
   static std::size_t whole_free_bytes(const SubPool& sp);
   void trim_to_release_threshold(SubPool& sp);
@@ -92,7 +92,10 @@ class DevicePool::Impl {
   // Gives back whole free segments of sp (and free tails of expandable
   // ones) until `goal` bytes went back; returns the bytes released.
   std::size_t release_free(SubPool& sp, std::size_t goal, UpstreamResult* first_error);
-  void release_segment(SubPool& sp, Segment* seg, UpstreamResult* first_error);
+  // freed_by_reset: the memory is gone already (a device reset freed it);
+  // only the records and the observer are told.
+  void release_segment(SubPool& sp, Segment* seg, UpstreamResult* first_error, bool freed_by_reset = false);
+  bool survives_reset(const SubPool& sp, const Segment* seg) const;
   void garbage_collect(SubPool& sp, std::size_t needed);
   // No lock held: the steps of the ladder that touch every sub-pool.
   Allocation out_of_memory_ladder(SubPool& sp, PoolKind kind, std::size_t size, std::size_t rounded,
@@ -118,6 +121,7 @@ class DevicePool::Impl {
   PoolObserver* const observer_;
   const std::uint64_t uid_;  // tells this pool apart in thread-local caches
   const std::size_t vm_granularity_;
+  const bool stream_ordered_segments_;  // upstream_.has_stream_ordered_segments()
 
   // Lock order: slow_mu_ → streams_mu_ → one sub-pool's mu → segments_mu_ →
   // upstream_mu_. Never two sub-pool locks at once.

@@ -84,21 +84,4 @@ void SegmentMap::erase(Segment* s, DevicePtr base, std::size_t size) {
   }
 }
 
-void SegmentMap::clear() {
-  for (auto& r : root_) {
-    Upper* upper = r.load(std::memory_order_relaxed);
-    if (!upper) continue;
-    for (auto& m : upper->child) {
-      Mid* mid = m.load(std::memory_order_relaxed);
-      if (!mid) continue;
-      for (auto& l : mid->child) {
-        Leaf* leaf = l.load(std::memory_order_relaxed);
-        if (!leaf) continue;
-        for (auto& slots : leaf->slots)
-          for (auto& slot : slots) slot.store(nullptr, std::memory_order_release);
-      }
-    }
-  }
-}
-
 }  // namespace cumemtrace::pool::detail

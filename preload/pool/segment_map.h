@@ -58,8 +58,6 @@ class SegmentMap {
   bool insert(Segment* s, DevicePtr base, std::size_t size);
   // Removes `s` from the pages of [base, base+size).
   void erase(Segment* s, DevicePtr base, std::size_t size);
-  // Empties every slot (nodes are kept for reuse).
-  void clear();
 
  private:
   static constexpr unsigned kBits = 12;

@@ -2,13 +2,21 @@
 // work, so the figures are the pool's own cost):
 // - a cache-hit alloc+free pair, stream-ordered (cudaMallocAsync/FreeAsync)
 //   and device-wide (cudaMalloc/cudaFree, whose frees wait for a batched
-//   synchronisation), on 1 and 8 threads;
+//   synchronisation), on 1 and 8 threads. Times are wall-clock (UseRealTime):
+//   with 8 threads Google Benchmark divides the wall time by the pairs of all
+//   threads, so `Time` is the wall time per pair of the whole process (the
+//   inverse of its throughput); the label says how many CPUs the threads had,
+//   so 8 threads on a 2-CPU machine are not read as 8-way scaling;
 // - the miss path: a request that needs a new segment from the upstream.
 #include <benchmark/benchmark.h>
+
+#include <sched.h>
 
 #include <array>
 #include <memory>
 #include <mutex>
+#include <string>
+#include <thread>
 
 #include "cumemtrace/pool/device_pool.h"
 #include "cumemtrace/pool/simulated_upstream.h"
@@ -27,6 +35,20 @@ DevicePool& shared_pool() {
   return pool;
 }
 
+// "8 threads on 2 CPUs": the CPUs this process may run on (taskset), of
+// those online.
+void label_threads(benchmark::State& state) {
+  if (state.thread_index() != 0) return;
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  const int usable = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : 0;
+  const unsigned online = std::thread::hardware_concurrency();
+  std::string label = std::to_string(state.threads()) + (state.threads() == 1 ? " thread" : " threads") +
+                      " on " + std::to_string(usable) + " of " + std::to_string(online) + " CPUs";
+  if (state.threads() > 1) label += "; Time = wall time per pair, all threads together";
+  state.SetLabel(label);
+}
+
 void BM_HitPairStreamOrdered(benchmark::State& state) {
   DevicePool& pool = shared_pool();
   const StreamHandle stream = 0x1000 + static_cast<StreamHandle>(state.thread_index());
@@ -37,6 +59,7 @@ void BM_HitPairStreamOrdered(benchmark::State& state) {
     pool.free_async(a.ptr, stream);
   }
   state.SetItemsProcessed(state.iterations());
+  label_threads(state);
 }
 
 void BM_HitPairDeviceWide(benchmark::State& state) {
@@ -48,6 +71,7 @@ void BM_HitPairDeviceWide(benchmark::State& state) {
     pool.free(a.ptr);
   }
   state.SetItemsProcessed(state.iterations());
+  label_threads(state);
 }
 
 // Every request needs a fresh segment: grow, split, later release. The pool

@@ -266,29 +266,76 @@ TEST_F(PoolPreload, DeviceResetGivesBackEverySegmentThePoolHeld) {
   const auto r = traced("pool_reset", small);
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(r.out, bare.out);
-  EXPECT_NE(r.out.find("after the reset: free 1024 MiB of 1024 MiB"), std::string::npos) << r.out;
+  // The 6 MiB stream-ordered block survived the reset; freed, it leaves all.
+  EXPECT_NE(r.out.find("after the reset: free 1018 MiB of 1024 MiB"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("cudaFreeAsync of the stream-ordered block: cudaSuccess"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("after freeing it: free 1024 MiB of 1024 MiB"), std::string::npos) << r.out;
 
   const auto lines = trace();
   EXPECT_EQ(check_pool_segments(lines), "");
-  // The reset's own lines: the live block's free, then a segment_free for
-  // each segment (the one with the live block, the cached one), leaving
-  // nothing reserved.
+  // The reset's own lines: the live cudaMalloc block's free (not the
+  // stream-ordered one's), then a segment_free for each segment of the
+  // context's memory (the live block's, the cached one), leaving reserved
+  // only the stream's segment, from cuMemAllocAsync.
   std::size_t reset_free = 0;
+  std::uint64_t stream_segment = 0;
   for (std::size_t i = 0; i < lines.size(); ++i) {
-    if (lines[i]["ev"] == "free" && lines[i]["api"] == "cudaDeviceReset") reset_free = i;
+    if (lines[i]["ev"] == "free" && lines[i]["api"] == "cudaDeviceReset") {
+      EXPECT_EQ(reset_free, 0u) << "a second free at the reset, line " << i;
+      reset_free = i;
+    }
+    if (lines[i]["ev"] == "segment_alloc" && lines[i]["api"] == "cuMemAllocAsync") {
+      stream_segment = lines[i]["size"].get<std::uint64_t>();
+    }
   }
   ASSERT_GT(reset_free, 0u);
   EXPECT_EQ(lines[reset_free]["size"], kMiB);
+  EXPECT_EQ(stream_segment, 20 * kMiB);
   std::int64_t reserved = 0;
   for (std::size_t i = 0; i < lines.size(); ++i) {
     if (i > reset_free && lines[i]["ev"] != "segment_free") {
-      EXPECT_EQ(reserved, 0) << "after the reset's lines, at line " << i;
+      EXPECT_EQ(reserved, static_cast<std::int64_t>(stream_segment)) << "after the reset's lines, at line " << i;
       break;
     }
     if (lines[i]["ev"] == "segment_alloc") reserved += lines[i]["size"].get<std::int64_t>();
     if (lines[i]["ev"] == "segment_free") reserved -= lines[i]["size"].get<std::int64_t>();
   }
+  // The block freed after the reset, its segment given back.
+  std::size_t async_free = 0;
+  for (std::size_t i = reset_free; i < lines.size(); ++i) {
+    if (lines[i]["ev"] == "free" && lines[i]["api"] == "cudaFreeAsync") async_free = i;
+  }
+  ASSERT_GT(async_free, reset_free);
+  EXPECT_EQ(lines[async_free]["size"], 6 * kMiB);
   EXPECT_EQ(lines.back()["live"], 0);
+  EXPECT_EQ(lines.back()["ev"], "end");
+}
+
+// With expandable segments the pool's large blocks live in cuMemMap'd pages,
+// which a reset leaves alone: the pool itself unmaps the device-wide range
+// (its blocks were cudaMalloc's) and keeps the stream's.
+TEST_F(PoolPreload, DeviceResetWithExpandableSegmentsKeepsOnlyTheStreamsPages) {
+  const EnvChanges small = {{"SIMCUDA_DEVICE_MEMORY", "1GiB"}};
+  const auto bare = untraced("pool_reset", small);
+  ASSERT_EQ(bare.exit_code, 0) << bare.err;
+  EnvChanges expandable = small;
+  expandable.emplace_back("CUMEMTRACE_POOL_CONF", "expandable_segments:true");
+  const auto r = traced("pool_reset", expandable);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, bare.out);
+  const auto lines = trace();
+  EXPECT_EQ(check_pool_segments(lines), "");
+  std::int64_t mapped = 0, reserved = 0;
+  for (const json& l : lines) {
+    const bool map = l.value("api", "") == "cuMemMap";
+    if (l["ev"] == "segment_alloc") reserved += l["size"].get<std::int64_t>();
+    if (l["ev"] == "segment_alloc" && map) mapped += l["size"].get<std::int64_t>();
+    if (l["ev"] == "segment_free") reserved -= l["size"].get<std::int64_t>();
+  }
+  EXPECT_EQ(mapped, static_cast<std::int64_t>(36 * kMiB));  // 30 MiB device-wide, 6 MiB the stream's
+  // Left at exit: only the small segment that `fresh` took after the reset,
+  // cached.
+  EXPECT_EQ(reserved, static_cast<std::int64_t>(2 * kMiB));
 }
 
 // Every route program, in caching mode: the same allocs, frees and errors
@@ -310,10 +357,10 @@ TEST_F(PoolPreload, EveryRouteRecordsTheSameAllocationsAsInPassthroughMode) {
       {"route_vmm", {}},
       {"route_static_runtime", {}},
       {"route_semantics", {{"SIMCUDA_DEVICE_MEMORY", "1GiB"}}},
-      // Not route_devices: it frees a cudaMallocAsync block after
-      // cudaDeviceReset, which CUDA 13's stream-ordered memory survives but
-      // the pool's (segments from cuMemAlloc in the primary context) does
-      // not — a known difference of caching mode.
+      // Resets: its cudaMallocAsync block survives cudaDeviceReset (CUDA 13)
+      // and is freed afterwards, because the pool's stream sub-pools take
+      // their segments from cuMemAllocAsync (DevicePool::device_reset).
+      {"route_devices", {{"SIMCUDA_DEVICE_COUNT", "2"}}},
   };
   for (const RouteCase& c : cases) {
     SCOPED_TRACE(c.app);

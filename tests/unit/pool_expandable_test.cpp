@@ -115,8 +115,8 @@ TEST_F(ExpandableTest, LadderUnmapsFreePagesToMakeRoom) {
   EXPECT_EQ(pool->stats().reserved, 100 * MiB);
   const Allocation d = pool->allocate(10 * MiB);
   ASSERT_FALSE(d.ok());
-  EXPECT_EQ(d.oom.cause, OomCause::capacity);
-  EXPECT_EQ(d.oom.device_free, 0u);
+  EXPECT_EQ(d.oom.value().cause, OomCause::capacity);
+  EXPECT_EQ(d.oom.value().device_free, 0u);
 }
 
 TEST_F(ExpandableTest, WithoutVirtualMemoryOrdinarySegmentsServe) {

@@ -39,7 +39,7 @@ TEST_F(OomTest, FragmentedDeviceFailsWithCauseFragmentationAndExactFigures) {
   EXPECT_EQ(big.ptr, 0u);
   EXPECT_EQ(big.result.status, UpstreamStatus::out_of_memory);
   EXPECT_EQ(big.result.code, kOomCode) << "the upstream's own code, untouched";
-  const OomReport& r = big.oom;
+  const OomReport& r = big.oom.value();
   EXPECT_EQ(r.device, 3);
   EXPECT_EQ(r.size, 100 * MiB);
   EXPECT_EQ(r.block, 100 * MiB);
@@ -72,12 +72,12 @@ TEST_F(OomTest, FullDeviceFailsWithCauseCapacity) {
   for (int i = 0; i < 25; ++i) blocks.push_back(pool.allocate(10 * MiB).ptr);  // 25 × 10 MiB segments
   const Allocation a = pool.allocate(10 * MiB);
   ASSERT_FALSE(a.ok());
-  EXPECT_EQ(a.oom.cause, OomCause::capacity);
-  EXPECT_EQ(a.oom.device_free, 6 * MiB);
-  EXPECT_EQ(a.oom.cached_free, 0u);
-  EXPECT_EQ(a.oom.reserved, 250 * MiB);
-  EXPECT_EQ(a.oom.allocated, 250 * MiB);
-  EXPECT_STREQ(to_string(a.oom.cause), "capacity");
+  EXPECT_EQ(a.oom.value().cause, OomCause::capacity);
+  EXPECT_EQ(a.oom.value().device_free, 6 * MiB);
+  EXPECT_EQ(a.oom.value().cached_free, 0u);
+  EXPECT_EQ(a.oom.value().reserved, 250 * MiB);
+  EXPECT_EQ(a.oom.value().allocated, 250 * MiB);
+  EXPECT_STREQ(to_string(a.oom.value().cause), "capacity");
   // Freeing one makes room again.
   ASSERT_EQ(pool.free(blocks[3]).status, FreeStatus::ok);
   EXPECT_EQ(pool.allocate(10 * MiB).ptr, blocks[3]);
@@ -115,11 +115,11 @@ TEST_F(OomTest, HugeRequestFailsCleanly) {
   ASSERT_FALSE(a.ok());
   EXPECT_EQ(a.result.status, UpstreamStatus::out_of_memory);
   EXPECT_EQ(a.result.code, kOomCode);
-  EXPECT_EQ(a.oom.cause, OomCause::capacity);
+  EXPECT_EQ(a.oom.value().cause, OomCause::capacity);
   const Allocation b = pool.allocate(300 * MiB);
   ASSERT_FALSE(b.ok());
-  EXPECT_EQ(b.oom.cause, OomCause::capacity);
-  EXPECT_EQ(b.oom.device_free, 256 * MiB);
+  EXPECT_EQ(b.oom.value().cause, OomCause::capacity);
+  EXPECT_EQ(b.oom.value().device_free, 256 * MiB);
   EXPECT_NE(pool.allocate(MiB).ptr, 0u);
   EXPECT_EQ(observer.ooms.size(), 2u);
 }

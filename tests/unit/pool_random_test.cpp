@@ -208,7 +208,7 @@ class RandomRun {
   }
 
   void check_oom(const Allocation& a, std::size_t size) {
-    const OomReport& r = a.oom;
+    const OomReport& r = a.oom.value();
     EXPECT_EQ(a.result.code, kOomCode);
     EXPECT_EQ(r.size, size);
     EXPECT_GE(r.block, size);

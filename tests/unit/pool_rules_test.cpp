@@ -1,6 +1,6 @@
 // The pool's placement rules on a fake device: rounding, size classes,
 // segment sizes, best fit, split and coalesce, the oversize rule, stats and
-// the observer, trim and forget, pointer classification.
+// the observer, trim, pointer classification (device resets: pool_reset_test).
 #include <gtest/gtest.h>
 
 #include "cumemtrace/pool/device_pool.h"
@@ -267,26 +267,6 @@ TEST_F(PoolFixture, ApplicationMemoryInfoCountsCachedMemoryAsFree) {
   EXPECT_EQ(m.total, 64 * MiB);
   // Never above total, even if the driver's figure is stale.
   EXPECT_EQ(pool->application_memory_info(63 * MiB, 64 * MiB).free, 64 * MiB);
-}
-
-TEST_F(PoolFixture, ForgetDropsEverythingWithoutCallingTheUpstream) {
-  const DevicePtr a = must_allocate(MiB);
-  must_allocate(30 * MiB);
-  ASSERT_EQ(pool->free(a).status, FreeStatus::ok);
-  const auto releases = up.release_calls;
-  pool->forget_all();
-  EXPECT_EQ(up.release_calls, releases);
-  const PoolStats s = pool->stats();
-  EXPECT_EQ(s.reserved, 0u);
-  EXPECT_EQ(s.allocated, 0u);
-  EXPECT_EQ(s.pending_free, 0u);
-  EXPECT_EQ(pool->free(a).status, FreeStatus::not_owned);
-  EXPECT_FALSE(pool->owns(a));
-  // The pool works afterwards (the device was reset, the fake still holds
-  // the old segments, which is what a reset leaves from our point of view).
-  up.segments.clear();
-  up.used = 0;
-  EXPECT_NE(must_allocate(MiB), 0u);
 }
 
 TEST_F(PoolFixture, ObserverSeesEveryChangeOfReservedMemory) {

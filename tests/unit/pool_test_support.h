@@ -55,6 +55,38 @@ class FakeUpstream : public Upstream {
     return UpstreamResult::success();
   }
 
+  // Stream-ordered segments, when `stream_ordered` is set: kept apart in
+  // `stream_segments` with the stream they were made on.
+  bool has_stream_ordered_segments() override { return stream_ordered; }
+  UpstreamResult allocate_stream_ordered(std::size_t size, StreamHandle stream, DevicePtr* ptr) override {
+    ++allocate_calls;
+    if (!take(size)) return UpstreamResult::out_of_memory(kOomCode);
+    *ptr = next_address(size);
+    stream_segments[*ptr] = {size, stream};
+    return UpstreamResult::success();
+  }
+  UpstreamResult release_stream_ordered(DevicePtr ptr, std::size_t size) override {
+    ++release_calls;
+    auto it = stream_segments.find(ptr);
+    if (it == stream_segments.end() || it->second.first != size) {
+      violations.push_back("release of a stream-ordered segment the upstream did not hand out");
+      return UpstreamResult::failure(1);
+    }
+    stream_segments.erase(it);
+    used -= size;
+    device_idle();
+    return UpstreamResult::success();
+  }
+
+  // What a device reset does to this device: the context's memory
+  // (allocate()'s segments) and its events go; stream-ordered segments and
+  // mapped pages stay.
+  void reset_device() {
+    for (const auto& [ptr, size] : segments) used -= size;
+    segments.clear();
+    fences.clear();
+  }
+
   UpstreamResult memory_info(std::size_t* free_bytes, std::size_t* total_bytes) override {
     *total_bytes = capacity_;
     *free_bytes = capacity_ == kUnlimited ? kUnlimited : capacity_ - used;
@@ -147,7 +179,9 @@ class FakeUpstream : public Upstream {
   std::size_t used = 0;
   std::uint64_t allocate_calls = 0, release_calls = 0, synchronize_calls = 0, query_calls = 0;
   int fail_next_allocate = 0;  // non-zero: the next allocate fails with this code
+  bool stream_ordered = false;
   std::map<DevicePtr, std::size_t> segments;
+  std::map<DevicePtr, std::pair<std::size_t, StreamHandle>> stream_segments;
   std::map<DevicePtr, std::size_t> ranges;
   std::map<DevicePtr, std::size_t> mapped;
   std::vector<std::string> violations;

@@ -55,20 +55,59 @@
 //   cudaStreamDestroy → stream_destroyed(stream), before the real call
 //   cudaDeviceSynchronize → t = sync_ticket(); real call; device_synchronized(t)
 //   cudaMemGetInfo   → application_memory_info(real free, real total)
-//   cudaDeviceReset  → forget_all() once the real reset succeeded
+//   cudaDeviceReset  → device_reset() once the real reset succeeded; the
+//                      alloc event's context_bound is !survives_reset
 //   `pool` samples   → stats(); fragmentation_of(stats)
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <new>
+#include <optional>
 #include <string>
+#include <type_traits>
 
 #include "cumemtrace/pool/pool_config.h"
 #include "cumemtrace/pool/pool_stats.h"
 #include "cumemtrace/pool/upstream.h"
 
 namespace cumemtrace::pool {
+
+// An OomReport that exists only after a failure, like std::optional but
+// with its storage left untouched when empty: GCC fills a std::optional's
+// whole storage with zeros when it constructs an empty one, and those 150
+// bytes cost a tenth of a cache hit (pool_bench).
+class MaybeOomReport {
+ public:
+  MaybeOomReport() {}
+  MaybeOomReport(const OomReport& r) : present_(true) { new (&report_) OomReport(r); }  // NOLINT: implicit
+  MaybeOomReport(const MaybeOomReport& o) : present_(o.present_) {
+    if (present_) new (&report_) OomReport(o.report_);
+  }
+  MaybeOomReport& operator=(const MaybeOomReport& o) {
+    present_ = o.present_;
+    if (present_) new (&report_) OomReport(o.report_);
+    return *this;
+  }
+  ~MaybeOomReport() {}
+
+  explicit operator bool() const { return present_; }
+  bool has_value() const { return present_; }
+  const OomReport& operator*() const { return report_; }
+  const OomReport* operator->() const { return &report_; }
+  const OomReport& value() const {
+    if (!present_) throw std::bad_optional_access();
+    return report_;
+  }
+
+ private:
+  static_assert(std::is_trivially_destructible_v<OomReport>);
+  bool present_ = false;
+  union {
+    OomReport report_;
+  };
+};
 
 // The result of an allocation. On failure `result` is the upstream's error
 // (out_of_memory or error, with its code), ptr is 0, and for out_of_memory
@@ -77,7 +116,11 @@ struct Allocation {
   DevicePtr ptr = 0;
   std::size_t block = 0;  // bytes set aside for it (the trace's `block`)
   UpstreamResult result;
-  OomReport oom;  // valid when result.status == out_of_memory
+  MaybeOomReport oom;  // set when result.status == out_of_memory
+  // The block lies in memory a device reset does not free (a stream's
+  // sub-pool over Upstream::allocate_stream_ordered, or its expandable
+  // range): it stays live, and freeable, across device_reset().
+  bool survives_reset = false;
 
   bool ok() const { return result.ok(); }
 };
@@ -166,10 +209,17 @@ class DevicePool {
   // Trim: synchronise, then give every whole free segment back to the
   // upstream (emptyCache). Returns the upstream's first error, if any.
   UpstreamResult release_cached();
-  // Forget: drop every block and segment without calling the upstream
-  // (cudaDeviceReset already freed the device's memory). Live pointers become
-  // not_owned.
-  void forget_all();
+  // The device was reset (cudaDeviceReset, cuDevicePrimaryCtxReset): the
+  // pool keeps exactly what real CUDA keeps. Segments from
+  // Upstream::allocate() are dropped without calling the upstream (the reset
+  // freed them) and their live pointers become not_owned; a device-wide
+  // expandable range, which the reset leaves mapped, is unmapped and given
+  // back. Segments of stream sub-pools from allocate_stream_ordered() (and
+  // their expandable ranges) survive with their live blocks, which are then
+  // freed as a destroyed stream's are (every stream died with the context).
+  // Pending frees become free (the work they waited for is gone). The
+  // observer sees a segment_free for everything dropped.
+  void device_reset();
 
   // Cheap: sums a few relaxed counters per sub-pool, takes no lock.
   PoolStats stats() const;

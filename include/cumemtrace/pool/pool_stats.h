@@ -24,7 +24,7 @@ struct PoolStats {
   std::size_t inactive_split = 0;  // free bytes in segments that also hold live blocks
   std::size_t segments = 0;        // segments (or mapped ranges) held
   std::size_t live_blocks = 0;     // blocks the application holds
-  std::size_t peak_reserved = 0;   // since construction or the last forget_all()
+  std::size_t peak_reserved = 0;   // since construction or the last device_reset()
   std::uint64_t upstream_allocs = 0;  // segments obtained (allocate or map)
   std::uint64_t upstream_frees = 0;   // segments given back (release or unmap)
   std::uint64_t synchronizes = 0;     // device-wide synchronisations the pool made

@@ -73,6 +73,31 @@ class Upstream {
   virtual FenceState query_fence(FenceHandle fence) = 0;
   virtual void destroy_fence(FenceHandle fence) = 0;
 
+  // --- Stream-ordered segments (optional) ---
+  // Where a device reset leaves memory alive, the sub-pools of stream-ordered
+  // calls take their segments from here, so that the pool's memory survives
+  // exactly what the application's own would have. CUDA 13's
+  // cuda_runtime_api.h: "cudaDeviceReset() will not destroy memory
+  // allocations by cudaMallocAsync() and cudaMallocFromPoolAsync(). These
+  // memory allocations need to be destroyed explicitly"; cuda.h: "cuCtxDestroy()
+  // will not destroy memory allocations by cuMemCreate(), cuMemAllocAsync()
+  // and cuMemAllocFromPoolAsync(). These memory allocations are not
+  // associated with any CUDA context"; and the pool they come from outlives
+  // the reset too (cudaMemPoolDestroy: "A device's default memory pool
+  // cannot be destroyed"). False: allocate() serves every sub-pool and a
+  // reset frees all of it.
+  virtual bool has_stream_ordered_segments() { return false; }
+  // Obtain `size` bytes in `stream`'s order (cuMemAllocAsync from the pool
+  // current to the stream's device: the pool the application's
+  // cudaMallocAsync would have used). Only called when
+  // has_stream_ordered_segments().
+  virtual UpstreamResult allocate_stream_ordered(std::size_t size, StreamHandle /*stream*/, DevicePtr* ptr) {
+    return allocate(size, ptr);
+  }
+  // Give back a segment from allocate_stream_ordered(), with release()'s
+  // safety rule. Its stream may be gone (destroyed, or a device reset).
+  virtual UpstreamResult release_stream_ordered(DevicePtr ptr, std::size_t size) { return release(ptr, size); }
+
   // --- Virtual memory, for expandable segments (optional) ---
   // Page size for map/unmap (cuMemGetAllocationGranularity, recommended);
   // 0 means virtual memory is not supported and expandable mode falls back
