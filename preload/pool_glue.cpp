@@ -45,6 +45,7 @@ struct DeviceSlot {
   SegmentObserver observer;
   DevicePool pool;
   std::atomic<std::uint64_t> next_sample_ns{0};
+  std::atomic<bool> sampling{false};  // a thread is writing this device's sample
 };
 
 constexpr int kMaxDevices = Recorder::kMaxDevices;
@@ -175,14 +176,21 @@ void for_each_pool(void (*fn)(DevicePool&, void*), void* arg) {
 void sample_pool_if_due(int dev) {
   DeviceSlot* slot = dev >= 0 && dev < kMaxDevices ? g_slots[dev].load(std::memory_order_acquire) : nullptr;
   if (!slot) return;
-  std::uint64_t due = slot->next_sample_ns.load(std::memory_order_relaxed);
+  const std::uint64_t due = slot->next_sample_ns.load(std::memory_order_relaxed);
   if (now_ns(CLOCK_MONOTONIC_COARSE) + coarse_resolution_ns() < due) return;
-  const std::uint64_t now = now_ns(CLOCK_MONOTONIC);
-  if (now < due) return;
-  const std::uint64_t next = now + static_cast<std::uint64_t>(config().pool_sample_ms) * 1'000'000ull;
-  // One thread writes the sample; the others go on.
-  if (!slot->next_sample_ns.compare_exchange_strong(due, next, std::memory_order_relaxed)) return;
-  recorder().on_pool_sample(dev, slot->pool.stats());
+  if (now_ns(CLOCK_MONOTONIC) < due) return;
+  // One thread writes the sample; the others go on. The flag is held until
+  // the line is written and the next due time is set from after it: a
+  // thread preempted between deciding and writing can then never put its
+  // line less than the interval after another one's.
+  if (slot->sampling.exchange(true, std::memory_order_acquire)) return;
+  if (now_ns(CLOCK_MONOTONIC) >= slot->next_sample_ns.load(std::memory_order_relaxed)) {
+    recorder().on_pool_sample(dev, slot->pool.stats());
+    // The line's `t` (trace_writer: CLOCK_MONOTONIC) was read before this.
+    const std::uint64_t interval = static_cast<std::uint64_t>(config().pool_sample_ms) * 1'000'000ull;
+    slot->next_sample_ns.store(now_ns(CLOCK_MONOTONIC) + interval, std::memory_order_relaxed);
+  }
+  slot->sampling.store(false, std::memory_order_release);
 }
 
 void pool_device_reset(int dev) {
