@@ -39,7 +39,8 @@ void render_trace_health(std::string& out, const Json& report);
 
 // Shared pieces.
 void render_stack(std::string& out, const Json& frames);  // a <details> list of frames
-// The call site's name: the first function of `functions`, else of `frames`.
+// The call site's name: its `label`, else the first function of `functions`,
+// else of `frames` (a report from an older analyzer).
 std::string site_label(const Json& entry);
 void absent_note(std::string& out, std::string_view what);
 std::string seconds(std::uint64_t t);  // "1.234567 s", "3.200 ms", "450 ns"

@@ -103,6 +103,7 @@ void render_stack(std::string& out, const Json& frames) {
 }
 
 std::string site_label(const Json& entry) {
+  if (std::string label = text_member(entry, "label"); !label.empty()) return label;
   if (const Json* functions = list_member(entry, "functions")) {
     for (const Json& f : *functions) {
       if (f.is_string() && !f.get_ref<const std::string&>().empty()) return f.get<std::string>();

@@ -114,7 +114,8 @@ void write_memory(std::ostringstream& out, const MemoryTotals& m) {
       << bytes_exact(m.allocated.current) << "\n";
 }
 
-void write_leaks(std::ostringstream& out, const Analysis& analysis, const ReportOptions& options) {
+void write_leaks(std::ostringstream& out, const Analysis& analysis, const detail::SiteLabels& labels,
+                 const ReportOptions& options) {
   const MemoryTotals& total = analysis.total();
   if (total.live_allocations == 0) {
     out << "Live at end: nothing, every allocation was freed.\n";
@@ -126,7 +127,7 @@ void write_leaks(std::ostringstream& out, const Analysis& analysis, const Report
   for (std::size_t i = 0; i < groups.size() && i < options.max_leak_groups; ++i) {
     const LeakGroup& g = groups[i];
     out << "  " << i + 1 << ". " << bytes_exact(g.bytes) << " in "
-        << plural(g.count, "allocation", "allocations") << ", " << detail::stack_name(g.stack) << "\n";
+        << plural(g.count, "allocation", "allocations") << " " << detail::from_site(labels, g.stack) << "\n";
     out << "       api ";
     for (std::size_t k = 0; k < g.apis.size(); ++k) out << (k ? ", " : "") << g.apis[k];
     out << "; kind ";
@@ -168,7 +169,8 @@ std::string render_text_report(const TraceReader& reader, const Analysis& analys
   out << "\n";
 
   const GrowthResult growth = analysis.growth();
-  detail::write_summary(out, reader, analysis, growth, options);
+  const detail::SiteLabels labels(analysis);
+  detail::write_summary(out, reader, analysis, labels, growth, options);
 
   out << "\nTotal, all devices\n";
   write_memory(out, analysis.total());
@@ -178,13 +180,13 @@ std::string render_text_report(const TraceReader& reader, const Analysis& analys
     out << "\n";
     write_memory(out, info.memory);
   }
-  detail::write_top_at_peak(out, analysis, options);
-  detail::write_growth(out, analysis, growth, options);
+  detail::write_top_at_peak(out, analysis, labels, options);
+  detail::write_growth(out, analysis, labels, growth, options);
   out << "\n";
-  write_leaks(out, analysis, options);
+  write_leaks(out, analysis, labels, options);
   detail::write_phases(out, analysis, options);
   detail::write_fragmentation(out, analysis);
-  detail::write_ooms(out, reader, analysis, options);
+  detail::write_ooms(out, reader, analysis, labels, options);
   detail::write_errors(out, analysis);
 
   if (stats.end && stats.end->dropped > 0) {
