@@ -37,6 +37,10 @@ void render_phases(std::string& out, const Json& report);
 void render_devices(std::string& out, const Json& report);
 void render_trace_health(std::string& out, const Json& report);
 
+// The segment maps' sites take the report's labels (over the whole trace),
+// so a site reads the same in the maps as in the tables.
+void relabel_sites(std::vector<SegmentSnapshot>& maps, const Json& report);
+
 // Shared pieces.
 void render_stack(std::string& out, const Json& frames);  // a <details> list of frames
 // The call site's name: its `label`, else the first function of `functions`,

@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <unordered_map>
 
 #include "cumemtrace/analyzer/report.h"
 #include "cumemtrace/analyzer/units.h"
@@ -365,6 +366,24 @@ void render_segment_maps(std::string& out, const std::vector<SegmentSnapshot>& m
 
 }  // namespace
 
+void relabel_sites(std::vector<SegmentSnapshot>& maps, const Json& report) {
+  std::unordered_map<std::uint64_t, std::string> label_of;
+  for (const char* key : {"top_at_peak", "leaks", "growth", "oom_events"}) {
+    const Json* list = list_member(report, key);
+    if (list == nullptr) continue;
+    for (const Json& entry : *list) {
+      const std::optional<std::uint64_t> stack = uint_member(entry, "stack");
+      std::string label = text_member(entry, "label");
+      if (stack && !label.empty()) label_of.emplace(*stack, std::move(label));
+    }
+  }
+  for (SegmentSnapshot& map : maps) {
+    for (SegmentMapSite& site : map.sites) {
+      if (const auto it = label_of.find(site.stack); it != label_of.end()) site.label = it->second;
+    }
+  }
+}
+
 const Json* member(const Json& object, std::string_view key) {
   if (!object.is_object()) return nullptr;
   auto it = object.find(key);
@@ -456,6 +475,7 @@ std::string render_html_report(const nlohmann::ordered_json& report, const Timel
            "run cumemtrace report on the trace file instead.";
   } else {
     maps = collect_segment_maps(trace_path, options, ooms);
+    detail::relabel_sites(maps, report);
     if (ooms > options.max_ooms) {
       note = "Maps are drawn for the first " + std::to_string(options.max_ooms) + " of " + std::to_string(ooms) + " OOMs.";
     }
