@@ -20,6 +20,19 @@ using Json = nlohmann::ordered_json;
 std::string render_html_page(const Json& report, const TimelineCollector& timeline,
                              const std::vector<SegmentSnapshot>& maps, std::string_view maps_note);
 
+// The pieces of a page, for the page of several traces too: the frame (with
+// its style sheet and Content-Security-Policy), and one trace's sections.
+// `heading` (plain text), when not empty, titles the trace in place of the
+// page's "cumemtrace report".
+void open_page(std::string& out, std::string_view title);
+void close_page(std::string& out);
+void render_report_body(std::string& out, const Json& report, const TimelineCollector& timeline,
+                        const std::vector<SegmentSnapshot>& maps, std::string_view maps_note,
+                        std::string_view heading);
+// The segment maps at the peak and at the first OOMs, from a second read of
+// `trace_path`; `note` says why some or all are missing.
+std::vector<SegmentSnapshot> segment_maps_for(const Json& report, const std::string& trace_path, std::string& note);
+
 // Tolerant accessors: a report written by another version may lack a key or
 // hold another type; such a value reads as absent, never as an exception.
 const Json* member(const Json& object, std::string_view key);  // null if absent or JSON null
