@@ -171,8 +171,11 @@ std::string change_text(const DiffFigure& f) {
   if (!f.is_size) text += std::to_string(change);
   if (change == 0) return text;
   if (*f.base == 0) return text + " (new)";
+  // A change below 0.1% keeps two decimals: "+20.79 MiB (+0.0%)" reads as no change.
+  const double ratio = 100.0 * static_cast<double>(change) / static_cast<double>(*f.base);
   char percent[32];
-  std::snprintf(percent, sizeof percent, " (%+.1f%%)", 100.0 * static_cast<double>(change) / static_cast<double>(*f.base));
+  if (ratio > -0.005 && ratio < 0.005) std::snprintf(percent, sizeof percent, " (%s0.01%%)", change > 0 ? "<+" : ">-");
+  else std::snprintf(percent, sizeof percent, ratio > -0.1 && ratio < 0.1 ? " (%+.2f%%)" : " (%+.1f%%)", ratio);
   return text + percent;
 }
 

@@ -111,9 +111,12 @@ void render_header(std::string& out, const Json& report, std::string_view headin
   append_html(out, program.empty() ? "(unknown program)" : program);
   out += "</code></p><p class=\"facts\">";
   if (program_info != nullptr && program_info->is_object()) {
-    out += "host <code>" + html(text_member(*program_info, "host")) + "</code> \xC2\xB7 pid " +
-           std::to_string(uint_member(*program_info, "pid").value_or(0)) + " \xC2\xB7 pool <code>" +
-           html(text_member(*program_info, "pool")) + "</code> \xC2\xB7 ";
+    out += "host <code>" + html(text_member(*program_info, "host")) + "</code> \xC2\xB7 ";
+    // An imported snapshot has no process (pid 0).
+    if (const std::uint64_t pid = uint_member(*program_info, "pid").value_or(0); pid != 0) {
+      out += "pid " + std::to_string(pid) + " \xC2\xB7 ";
+    }
+    out += "pool <code>" + html(text_member(*program_info, "pool")) + "</code> \xC2\xB7 ";
   }
   out += "duration " + seconds(uint_member(report, "duration_t").value_or(0)) + " \xC2\xB7 trace <code>" +
          html(text_member(report, "trace")) + "</code></p>";
@@ -201,7 +204,7 @@ std::string device_heading(const Json& report, int dev) {
   if (const Json* devices = member(report, "devices"); devices != nullptr && devices->is_object()) {
     if (const Json* d = member(*devices, std::to_string(dev)); d != nullptr && d->is_object()) {
       if (std::string name = text_member(*d, "name"); !name.empty()) heading += ": " + name;
-      if (auto total = uint_member(*d, "total_bytes")) heading += " (" + format_bytes(*total) + ")";
+      if (auto total = uint_member(*d, "total_bytes"); total && *total > 0) heading += " (" + format_bytes(*total) + ")";
     }
   }
   return heading;

@@ -158,9 +158,14 @@ std::string render_text_report(const TraceReader& reader, const Analysis& analys
   std::ostringstream out;
   out << "cumemtrace report: " << reader.path() << "\n";
   out << "  program:   " << program_line(h) << "\n";
-  out << "  pid:       " << h.pid << " (parent " << h.ppid << ")";
-  if (!h.host.empty()) out << " on " << h.host;
-  out << "\n";
+  // An imported snapshot has no process: pid 0 would read as a real one.
+  if (h.pid != 0) {
+    out << "  pid:       " << h.pid << " (parent " << h.ppid << ")";
+    if (!h.host.empty()) out << " on " << h.host;
+    out << "\n";
+  } else if (!h.host.empty()) {
+    out << "  host:      " << h.host << "\n";
+  }
   out << "  pool mode: " << (h.pool.empty() ? "(not recorded)" : h.pool) << "\n";
   out << "  duration:  " << format_seconds(analysis.last_t()) << " (time of the last event)\n";
   if (stats.end) {
@@ -176,7 +181,8 @@ std::string render_text_report(const TraceReader& reader, const Analysis& analys
   write_memory(out, analysis.total());
   for (const auto& [dev, info] : analysis.devices()) {
     out << "\nDevice " << dev;
-    if (info.described) out << ": " << info.name << ", " << format_bytes(info.total_bytes);
+    if (info.described) out << ": " << info.name;
+    if (info.described && info.total_bytes > 0) out << ", " << format_bytes(info.total_bytes);
     out << "\n";
     write_memory(out, info.memory);
   }

@@ -233,7 +233,10 @@ void write_fragmentation(std::ostringstream& out, const Analysis& analysis) {
   const FragmentationTracker& f = analysis.fragmentation();
   if (total.reserved.peak == 0 && f.samples() == 0) return;
   const FragmentationWorst& worst = f.worst();
-  out << "\nFragmentation (" << plural(f.samples(), "allocator sample", "allocator samples") << ")\n";
+  out << "\nFragmentation ("
+      << (f.samples() == 0 ? std::string("from segments and allocations; no allocator samples")
+                           : plural(f.samples(), "allocator sample", "allocator samples"))
+      << ")\n";
   if (total.reserved.peak > 0) {
     out << "  at reserved peak:      " << percent(fragmentation_at_peak_reserved(total)) << " of "
         << format_bytes(total.reserved.peak) << " reserved was unused (at most "
