@@ -374,7 +374,8 @@ void render_devices(std::string& out, const Json& report) {
     out += "<tr>";
     cell(out, dev);
     cell(out, text_member(d, "name"));
-    bytes_cell(out, uint_member(d, "total_bytes"));
+    const std::optional<std::uint64_t> total = uint_member(d, "total_bytes");
+    bytes_cell(out, total && *total > 0 ? total : std::nullopt);  // 0: not known (an imported snapshot)
     bytes_cell(out, uint_member(d, "peak_allocated"));
     time_cell(out, uint_member(d, "peak_allocated_t"));
     bytes_cell(out, uint_member(d, "peak_reserved"));
