@@ -267,8 +267,9 @@ void render_combined_chart(std::string& out, const std::vector<ProcessRow>& rows
                  : "<p>Each process on its own clock, from its own start (a trace without a start time, such as an "
                    "imported snapshot, cannot be placed on a common one).";
   if (chart.lines.size() > chosen.size()) {
-    out += " The dashed line is all processes together: the job's memory at each moment, which the sum of the "
-           "peaks in the table can only bound.";
+    out += " The dashed line is all processes together: the job's memory over time, at the chart's resolution "
+           "(each process is drawn from the highest moment of each of its time slices), where the sum of the peaks "
+           "in the table is only an upper bound.";
   }
   out += "</p>";
   out += detail::render_step_chart(chart);
