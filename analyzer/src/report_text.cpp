@@ -85,8 +85,22 @@ std::string shell_quote(const std::string& arg) {
   return out + "'";
 }
 
+// What `import-torch` records in the header's config: the snapshot it read.
+std::string imported_from(const TraceHeader& h) {
+  const nlohmann::json config = nlohmann::json::parse(h.config_json, nullptr, false);
+  if (!config.is_object() || config.value("source", "") != "torch_snapshot") return {};
+  const auto snapshot = config.find("snapshot");
+  return "(a PyTorch memory snapshot" +
+         (snapshot != config.end() && snapshot->is_string() ? ": " + snapshot->get<std::string>() : std::string()) +
+         ")";
+}
+
 std::string program_line(const TraceHeader& h) {
-  if (h.argv.empty()) return h.exe.empty() ? "(unknown)" : shell_quote(h.exe);
+  if (h.argv.empty() && h.exe.empty()) {
+    const std::string source = imported_from(h);
+    return source.empty() ? "(unknown)" : source;
+  }
+  if (h.argv.empty()) return shell_quote(h.exe);
   std::string line;
   for (const std::string& arg : h.argv) {
     if (!line.empty()) line += ' ';

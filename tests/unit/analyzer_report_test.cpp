@@ -111,6 +111,21 @@ TEST(Report, JsonHasTheKeysOfReportFormat) {
   EXPECT_EQ(j["error_events"]["double_free"], 1);
 }
 
+TEST(Report, AnImportedSnapshotIsNamedAsSuchWithoutAProcess) {
+  TempDir tmp;
+  testing::write_file(
+      tmp.path("t.jsonl"),
+      testing::join_lines(
+          {R"J({"ev":"header","format":"cumemtrace","version":1,"pid":0,"ppid":0,"host":"","exe":"","argv":[],)J"
+           R"J("start_unix_ns":0,"pool":"caching","config":{"source":"torch_snapshot","snapshot":"/x/s.pickle"}})J",
+           R"J({"ev":"device","t":0,"dev":0,"name":"CUDA device 0 (PyTorch snapshot)","total":0})J",
+           testing::alloc_line(1000, "0x100", 4096), testing::end_line(2000)}));
+  const std::string text = render(tmp.path("t.jsonl")).text;
+  EXPECT_NE(text.find("  program:   (a PyTorch memory snapshot: /x/s.pickle)\n"), std::string::npos) << text;
+  EXPECT_EQ(text.find("pid:"), std::string::npos) << text;  // no "pid 0 (parent 0)"
+  EXPECT_NE(text.find("Device 0: CUDA device 0 (PyTorch snapshot)\n"), std::string::npos) << text;  // no ", 0 B"
+}
+
 TEST(Report, TextAnswersInASummaryBeforeTheDetails) {
   TempDir tmp;
   testing::write_file(tmp.path("t.jsonl"), rich_trace());
