@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -63,8 +64,11 @@ const Extent& own_extent() {
 
 int collect_loaded_paths(dl_phdr_info* info, std::size_t, void* data) {
   // Only objects with a path: the main program ("") is searched before us
-  // already, and the vDSO ("linux-vdso.so.1") cannot be opened by name.
-  if (info->dlpi_name && info->dlpi_name[0] == '/') {
+  // already, and the vDSO ("linux-vdso.so.1") cannot be opened by name. A
+  // library found through a relative LD_LIBRARY_PATH entry is named by a
+  // relative path ("build/sim/libcuda.so.1"), which dlopen resolves as the
+  // loader did (from the working directory): it counts too.
+  if (info->dlpi_name && std::strchr(info->dlpi_name, '/') != nullptr) {
     static_cast<std::vector<std::string>*>(data)->emplace_back(info->dlpi_name);
   }
   return 0;

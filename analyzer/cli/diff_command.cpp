@@ -76,6 +76,14 @@ int diff_command(const DiffArgs& args) {
       text = render_diff_json(diff, regressions).dump(2, ' ', false, nlohmann::ordered_json::error_handler_t::replace) + "\n";
     } else {
       text = render_diff_text(diff);
+      // The verdict belongs in the comparison too, not only on stderr (-o FILE keeps it).
+      const bool limited = limits.max_peak_increase_percent || limits.max_reserved_increase_percent ||
+                           limits.max_leak_increase || limits.max_growth_increase;
+      if (limited && regressions.empty()) text += "\nLimits: every one held.\n";
+      if (!regressions.empty()) {
+        text += "\nRegressions (over the limits):\n";
+        for (const std::string& regression : regressions) text += "  " + regression + "\n";
+      }
     }
     if (std::string error = write_output(args.output, text); !error.empty()) {
       spdlog::error("{}", error);

@@ -28,14 +28,16 @@ using Json = nlohmann::ordered_json;
 struct OneReport {
   Json json;
   std::string text;
+  std::optional<analyzer::TimelineCollector> timeline;  // for a page of several traces
 };
 
 // Reads and analyses one trace; the reader and the analysis (the live set)
 // are released before the next trace is read.
 // `format` is text, json or html; the JSON report is also built when
 // `with_json` (the multi-trace table is made from it) and for HTML (the page
-// renders it).
-OneReport report_one(const std::string& path, const std::string& format, bool with_json) {
+// renders it). With `several`, an HTML report keeps the timeline for the
+// page of all traces instead of rendering a page of its own.
+OneReport report_one(const std::string& path, const std::string& format, bool with_json, bool several = false) {
   const bool want_json = with_json || format != "text";
   const auto start = std::chrono::steady_clock::now();
   analyzer::ReaderOptions options;
@@ -59,7 +61,8 @@ OneReport report_one(const std::string& path, const std::string& format, bool wi
   OneReport report;
   if (want_json) report.json = analyzer::render_json_report(reader, analysis);
   if (format == "text") report.text = analyzer::render_text_report(reader, analysis);
-  if (format == "html") report.text = analyzer::render_html_report(report.json, *timeline, path);
+  if (format == "html" && several) report.timeline = std::move(timeline);
+  else if (format == "html") report.text = analyzer::render_html_report(report.json, *timeline, path);
   return report;
 }
 
@@ -95,10 +98,6 @@ int report_command(const ReportArgs& args) {
   }
   const bool json = args.format == "json";
   const bool several = args.traces.size() > 1;
-  if (several && args.format == "html") {
-    spdlog::error("an HTML report shows one trace; give one trace, or use --format text|json for several");
-    return kExitUsage;
-  }
   try {
     std::string text;
     if (!several) {
@@ -107,15 +106,22 @@ int report_command(const ReportArgs& args) {
     } else {
       std::vector<Json> reports;
       std::vector<std::string> texts;
+      std::vector<HtmlTrace> pages;
       std::vector<ProcessRow> rows;
       for (const std::string& path : args.traces) {
-        OneReport one = report_one(path, args.format, true);  // the table comes from the JSON
+        OneReport one = report_one(path, args.format, true, true);  // the table comes from the JSON
         rows.push_back(process_row(one.json));
-        reports.push_back(std::move(one.json));
-        texts.push_back(std::move(one.text));
+        if (one.timeline) {
+          pages.push_back(HtmlTrace{std::move(one.json), std::move(*one.timeline), path});
+        } else {
+          reports.push_back(std::move(one.json));
+          texts.push_back(std::move(one.text));
+        }
       }
       label_processes(rows);
-      text = json ? dump(render_json_multi(rows, std::move(reports))) : render_text_multi(rows, texts);
+      if (args.format == "html") text = render_html_multi_report(rows, pages);
+      else if (json) text = dump(render_json_multi(rows, std::move(reports)));
+      else text = render_text_multi(rows, texts);
     }
     if (std::string error = write_output(args.output, text); !error.empty()) {
       spdlog::error("{}", error);

@@ -106,7 +106,45 @@ struct Measured {
   std::uint64_t value = 0;
   double fraction = 0.0;
   bool suppressed_some = false;
+  std::string culprit;  // the call site that contributes most, for a failing check's line
 };
+
+// A call site's name in the report: its label, else its innermost function.
+std::string entry_label(const Json& entry) {
+  const auto label = entry.find("label");
+  if (label != entry.end() && label->is_string() && !label->get_ref<const std::string&>().empty()) {
+    return label->get<std::string>();
+  }
+  const auto functions = entry.find("functions");
+  if (functions != entry.end() && functions->is_array() && !functions->empty() && functions->front().is_string()) {
+    return functions->front().get<std::string>();
+  }
+  return "(no stack captured)";
+}
+
+// "from device_alloc ← load_weights", or "with no stack captured".
+std::string from_entry(const Json& entry) {
+  const std::string label = entry_label(entry);
+  return label == "(no stack captured)" ? "with no stack captured" : "from " + label;
+}
+
+// "most from device_alloc ← load_weights: 1.00 GiB" for the entry of `list`
+// with the largest `key`, skipping what the suppressions cover.
+std::string largest_site(const Json& report, const char* list_key, const char* key, bool size,
+                         const Suppressions& suppressions, const char* prefix) {
+  const auto list = report.find(list_key);
+  if (list == report.end() || !list->is_array()) return {};
+  const Json* best = nullptr;
+  std::uint64_t best_value = 0;
+  for (const Json& entry : *list) {
+    if (!entry.is_object() || suppressions.suppresses(entry)) continue;
+    const std::uint64_t value = uint_at(entry, key).value_or(0);
+    if (best == nullptr || value > best_value) best = &entry, best_value = value;
+  }
+  if (best == nullptr || best_value == 0) return {};
+  return std::string(prefix) + from_entry(*best) + ": " +
+         (size ? format_bytes(best_value) : std::to_string(best_value) + (best_value == 1 ? " allocation" : " allocations"));
+}
 
 // Leaked bytes or count, less the leak groups the suppressions cover.
 Measured measure_leaks(const Json& report, const Suppressions& suppressions, bool bytes) {
@@ -152,9 +190,19 @@ Measured measure_growth(const Json& report, const Suppressions& suppressions) {
 Measured measure(const Json& report, Metric metric, const Suppressions& suppressions) {
   Measured m;
   switch (metric) {
-    case Metric::leaked_bytes: return measure_leaks(report, suppressions, true);
-    case Metric::leaked_count: return measure_leaks(report, suppressions, false);
-    case Metric::growth: return measure_growth(report, suppressions);
+    case Metric::leaked_bytes:
+      m = measure_leaks(report, suppressions, true);
+      m.culprit = largest_site(report, "leaks", "bytes", true, suppressions, "most ");
+      return m;
+    case Metric::leaked_count:
+      m = measure_leaks(report, suppressions, false);
+      m.culprit = largest_site(report, "leaks", "count", false, suppressions, "most ");
+      return m;
+    case Metric::growth:
+      m = measure_growth(report, suppressions);
+      m.culprit = largest_site(report, "growth", "bytes_per_iteration", true, suppressions, "most ");
+      if (!m.culprit.empty()) m.culprit += " per iteration";
+      return m;
     case Metric::fragmentation: {
       const auto fragmentation = report.find("fragmentation");
       if (fragmentation == report.end() || !fragmentation->is_object()) return m;
@@ -170,6 +218,13 @@ Measured measure(const Json& report, Metric metric, const Suppressions& suppress
       if (const auto value = uint_at(report, info(metric).name)) {
         m.available = true;
         m.value = *value;
+      }
+      if (metric == Metric::peak_allocated) {
+        m.culprit = largest_site(report, "top_at_peak", "bytes", true, Suppressions{}, "most live at the peak ");
+      }
+      if (const auto events = report.find("oom_events");
+          metric == Metric::ooms && events != report.end() && events->is_array() && !events->empty()) {
+        m.culprit = "the first " + from_entry(events->front());
       }
       return m;
   }
@@ -346,6 +401,8 @@ std::vector<CheckResult> evaluate_checks(const Json& report, const std::vector<C
     r.message = std::string(m.label) + " " + r.actual +
                 (measured.suppressed_some ? " (after suppressions)" : "") + " " +
                 std::string(ok ? operator_text(check.comparison) : violated_text(check.comparison)) + " " + r.limit;
+    // A failing line says where to look.
+    if (!ok && !measured.culprit.empty()) r.message += " (" + measured.culprit + ")";
     results.push_back(std::move(r));
   }
   return results;

@@ -4,9 +4,11 @@
 #include <cstdio>
 #include <cstdlib>
 #include <map>
+#include <set>
 #include <tuple>
 
 #include "cumemtrace/analyzer/units.h"
+#include "site_labels.h"
 
 namespace cumemtrace::analyzer {
 
@@ -118,6 +120,35 @@ std::optional<std::vector<SiteChange>> site_changes(const Json& base, const Json
   return changes;
 }
 
+// Labels that tell apart every site of both reports (a site is its function
+// names here, so the labeller sees frames that are names alone).
+void label_sites(TraceDiff& diff, const Json& base, const Json& next) {
+  std::set<std::vector<std::string>> identities;
+  for (const Json* report : {&base, &next}) {
+    for (const char* key : {"leaks", "top_at_peak"}) {
+      if (const auto sites = sites_of(*report, key)) {
+        for (const auto& [functions, figures] : *sites) identities.insert(functions);
+      }
+    }
+  }
+  std::vector<std::vector<std::string>> names(identities.begin(), identities.end());
+  std::vector<std::vector<OwnedFrame>> stacks;
+  for (const std::vector<std::string>& functions : names) {
+    std::vector<OwnedFrame>& frames = stacks.emplace_back();
+    for (const std::string& fn : functions) frames.emplace_back().fn = fn;
+  }
+  std::vector<const std::vector<OwnedFrame>*> pointers;
+  for (const auto& frames : stacks) pointers.push_back(&frames);
+  const std::vector<std::string> labels = detail::label_call_sites(pointers);
+  std::map<std::vector<std::string>, std::string> label_of;
+  for (std::size_t i = 0; i < names.size(); ++i) label_of.emplace(std::move(names[i]), labels[i]);
+  const auto apply = [&](std::vector<SiteChange>& changes) {
+    for (SiteChange& c : changes) c.label = label_of[c.functions];
+  };
+  apply(diff.leaked_sites);
+  if (diff.peak_sites) apply(*diff.peak_sites);
+}
+
 std::string signed_bytes(std::int64_t change) {
   if (change == 0) return "0 B";
   const std::uint64_t magnitude = change < 0 ? 0 - static_cast<std::uint64_t>(change) : static_cast<std::uint64_t>(change);
@@ -140,16 +171,12 @@ std::string change_text(const DiffFigure& f) {
   if (!f.is_size) text += std::to_string(change);
   if (change == 0) return text;
   if (*f.base == 0) return text + " (new)";
+  // A change below 0.1% keeps two decimals: "+20.79 MiB (+0.0%)" reads as no change.
+  const double ratio = 100.0 * static_cast<double>(change) / static_cast<double>(*f.base);
   char percent[32];
-  std::snprintf(percent, sizeof percent, " (%+.1f%%)", 100.0 * static_cast<double>(change) / static_cast<double>(*f.base));
+  if (ratio > -0.005 && ratio < 0.005) std::snprintf(percent, sizeof percent, " (%s0.01%%)", change > 0 ? "<+" : ">-");
+  else std::snprintf(percent, sizeof percent, ratio > -0.1 && ratio < 0.1 ? " (%+.2f%%)" : " (%+.1f%%)", ratio);
   return text + percent;
-}
-
-std::string site_name(const std::vector<std::string>& functions) {
-  if (functions.empty()) return "(no stack captured)";
-  std::string name;
-  for (const std::string& fn : functions) name += (name.empty() ? "" : " <- ") + fn;
-  return name;
 }
 
 void append_figures(std::string& out, const std::vector<DiffFigure>& figures, const char* indent) {
@@ -169,7 +196,7 @@ void append_sites(std::string& out, const std::vector<SiteChange>& sites) {
   for (const SiteChange& s : sites) {
     out += "  " + signed_bytes(s.change()) + "  (" + format_bytes(s.base_bytes) + " -> " + format_bytes(s.next_bytes) +
            ", " + std::to_string(s.base_count) + " -> " + std::to_string(s.next_count) + " allocations)  " +
-           site_name(s.functions) + "\n";
+           s.label + "\n";
   }
 }
 
@@ -192,7 +219,8 @@ Json figure_json(const DiffFigure& f) {
 Json sites_json(const std::vector<SiteChange>& sites) {
   Json list = Json::array();
   for (const SiteChange& s : sites) {
-    list.push_back(Json{{"functions", s.functions},
+    list.push_back(Json{{"label", s.label},
+                        {"functions", s.functions},
                         {"base_bytes", s.base_bytes},
                         {"new_bytes", s.next_bytes},
                         {"change", s.change()},
@@ -247,6 +275,7 @@ TraceDiff diff_reports(const Json& base, const Json& next, std::string base_name
   }
   diff.leaked_sites = site_changes(base, next, "leaks", max_sites).value_or(std::vector<SiteChange>{});
   diff.peak_sites = site_changes(base, next, "top_at_peak", max_sites);
+  label_sites(diff, base, next);
   return diff;
 }
 

@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <unordered_map>
 
 #include "cumemtrace/analyzer/report.h"
 #include "cumemtrace/analyzer/units.h"
@@ -52,7 +53,9 @@ constexpr std::string_view kStyle =
     "ul.legend{list-style:none;padding:0;margin:4px 0 14px}ul.legend li{display:inline-block;margin:2px 16px 2px 0}"
     ".swatch{display:inline-block;width:12px;height:12px;vertical-align:-1px;margin-right:5px}"
     "details>summary{cursor:pointer}ol.stack{margin:4px 0;padding-left:24px}.module{color:#57606a}"
-    "ol.sentences>li{margin-bottom:10px}";
+    "ol.sentences>li{margin-bottom:10px}"
+    "section.process{border-top:3px solid #1f2328;margin-top:36px;padding-top:4px}"
+    "td.swatchcell{width:14px}";
 
 std::string bytes_and_exact(std::uint64_t bytes) {
   return bytes < 1024 ? format_bytes(bytes) : format_bytes(bytes) + " (" + std::to_string(bytes) + " bytes)";
@@ -83,7 +86,7 @@ std::string peak_text(const Json& report, std::string_view what) {
   return text;
 }
 
-void render_header(std::string& out, const Json& report) {
+void render_header(std::string& out, const Json& report, std::string_view heading) {
   std::string program;
   const Json* program_info = member(report, "program");
   if (program_info != nullptr && program_info->is_object()) {
@@ -96,13 +99,24 @@ void render_header(std::string& out, const Json& report) {
     }
     if (program.empty()) program = text_member(*program_info, "exe");
   }
-  out += "<header><h1>cumemtrace report</h1><p class=\"program\"><code>";
+  out += "<header>";
+  if (heading.empty()) {
+    out += "<h1>cumemtrace report</h1>";
+  } else {
+    out += "<h1 class=\"process\">";
+    append_html(out, heading);
+    out += "</h1>";
+  }
+  out += "<p class=\"program\"><code>";
   append_html(out, program.empty() ? "(unknown program)" : program);
   out += "</code></p><p class=\"facts\">";
   if (program_info != nullptr && program_info->is_object()) {
-    out += "host <code>" + html(text_member(*program_info, "host")) + "</code> \xC2\xB7 pid " +
-           std::to_string(uint_member(*program_info, "pid").value_or(0)) + " \xC2\xB7 pool <code>" +
-           html(text_member(*program_info, "pool")) + "</code> \xC2\xB7 ";
+    out += "host <code>" + html(text_member(*program_info, "host")) + "</code> \xC2\xB7 ";
+    // An imported snapshot has no process (pid 0).
+    if (const std::uint64_t pid = uint_member(*program_info, "pid").value_or(0); pid != 0) {
+      out += "pid " + std::to_string(pid) + " \xC2\xB7 ";
+    }
+    out += "pool <code>" + html(text_member(*program_info, "pool")) + "</code> \xC2\xB7 ";
   }
   out += "duration " + seconds(uint_member(report, "duration_t").value_or(0)) + " \xC2\xB7 trace <code>" +
          html(text_member(report, "trace")) + "</code></p>";
@@ -190,7 +204,7 @@ std::string device_heading(const Json& report, int dev) {
   if (const Json* devices = member(report, "devices"); devices != nullptr && devices->is_object()) {
     if (const Json* d = member(*devices, std::to_string(dev)); d != nullptr && d->is_object()) {
       if (std::string name = text_member(*d, "name"); !name.empty()) heading += ": " + name;
-      if (auto total = uint_member(*d, "total_bytes")) heading += " (" + format_bytes(*total) + ")";
+      if (auto total = uint_member(*d, "total_bytes"); total && *total > 0) heading += " (" + format_bytes(*total) + ")";
     }
   }
   return heading;
@@ -365,6 +379,24 @@ void render_segment_maps(std::string& out, const std::vector<SegmentSnapshot>& m
 
 }  // namespace
 
+void relabel_sites(std::vector<SegmentSnapshot>& maps, const Json& report) {
+  std::unordered_map<std::uint64_t, std::string> label_of;
+  for (const char* key : {"top_at_peak", "leaks", "growth", "oom_events"}) {
+    const Json* list = list_member(report, key);
+    if (list == nullptr) continue;
+    for (const Json& entry : *list) {
+      const std::optional<std::uint64_t> stack = uint_member(entry, "stack");
+      std::string label = text_member(entry, "label");
+      if (stack && !label.empty()) label_of.emplace(*stack, std::move(label));
+    }
+  }
+  for (SegmentSnapshot& map : maps) {
+    for (SegmentMapSite& site : map.sites) {
+      if (const auto it = label_of.find(site.stack); it != label_of.end()) site.label = it->second;
+    }
+  }
+}
+
 const Json* member(const Json& object, std::string_view key) {
   if (!object.is_object()) return nullptr;
   auto it = object.find(key);
@@ -412,20 +444,25 @@ std::string seconds(std::uint64_t t) {
   return text;
 }
 
-std::string render_html_page(const Json& report, const TimelineCollector& timeline,
-                             const std::vector<SegmentSnapshot>& maps, std::string_view maps_note) {
-  std::string out;
+void open_page(std::string& out, std::string_view title) {
   out.reserve(256 * 1024);
   out += "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
          // No script, no fetch of any kind: whatever a trace holds, the page can only be read.
          "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; style-src 'unsafe-inline'; "
          "base-uri 'none'; form-action 'none'\">"
          "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\"><title>cumemtrace: ";
-  append_html(out, text_member(report, "trace"));
+  append_html(out, title);
   out += "</title><style>";
   out += kStyle;
   out += "</style></head><body><main>";
-  render_header(out, report);
+}
+
+void close_page(std::string& out) { out += "</main></body></html>\n"; }
+
+void render_report_body(std::string& out, const Json& report, const TimelineCollector& timeline,
+                        const std::vector<SegmentSnapshot>& maps, std::string_view maps_note,
+                        std::string_view heading) {
+  render_header(out, report, heading);
   render_summary(out, report);
   const std::uint64_t t_end = std::max(timeline.last_t(), uint_member(report, "duration_t").value_or(0));
   render_memory(out, report, timeline, t_end);
@@ -438,29 +475,43 @@ std::string render_html_page(const Json& report, const TimelineCollector& timeli
   render_phases(out, report);
   render_devices(out, report);
   render_trace_health(out, report);
-  out += "</main></body></html>\n";
+}
+
+std::string render_html_page(const Json& report, const TimelineCollector& timeline,
+                             const std::vector<SegmentSnapshot>& maps, std::string_view maps_note) {
+  std::string out;
+  open_page(out, text_member(report, "trace"));
+  render_report_body(out, report, timeline, maps, maps_note, {});
+  close_page(out);
   return out;
+}
+
+std::vector<SegmentSnapshot> segment_maps_for(const Json& report, const std::string& trace_path, std::string& note) {
+  SegmentMapOptions options;
+  options.peak_allocated = uint_member(report, "peak_allocated").value_or(0);
+  const std::uint64_t ooms = uint_member(report, "ooms").value_or(0);
+  std::vector<SegmentSnapshot> maps;
+  note.clear();
+  if (trace_path == "-") {
+    note = "Segment maps need a second read of the trace, which standard input cannot give: "
+           "run cumemtrace report on the trace file instead.";
+    return maps;
+  }
+  maps = collect_segment_maps(trace_path, options, ooms);
+  relabel_sites(maps, report);
+  if (ooms > options.max_ooms) {
+    note = "Maps are drawn for the first " + std::to_string(options.max_ooms) + " of " + std::to_string(ooms) + " OOMs.";
+  }
+  if (maps.empty()) note = "Nothing was allocated, so there is no peak to map.";
+  return maps;
 }
 
 }  // namespace detail
 
 std::string render_html_report(const nlohmann::ordered_json& report, const TimelineCollector& timeline,
                                const std::string& trace_path) {
-  SegmentMapOptions options;
-  options.peak_allocated = detail::uint_member(report, "peak_allocated").value_or(0);
-  const std::uint64_t ooms = detail::uint_member(report, "ooms").value_or(0);
   std::string note;
-  std::vector<SegmentSnapshot> maps;
-  if (trace_path == "-") {
-    note = "Segment maps need a second read of the trace, which standard input cannot give: "
-           "run cumemtrace report on the trace file instead.";
-  } else {
-    maps = collect_segment_maps(trace_path, options, ooms);
-    if (ooms > options.max_ooms) {
-      note = "Maps are drawn for the first " + std::to_string(options.max_ooms) + " of " + std::to_string(ooms) + " OOMs.";
-    }
-    if (maps.empty()) note = "Nothing was allocated, so there is no peak to map.";
-  }
+  const std::vector<SegmentSnapshot> maps = detail::segment_maps_for(report, trace_path, note);
   return detail::render_html_page(report, timeline, maps, note);
 }
 

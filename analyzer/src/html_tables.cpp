@@ -103,6 +103,7 @@ void render_stack(std::string& out, const Json& frames) {
 }
 
 std::string site_label(const Json& entry) {
+  if (std::string label = text_member(entry, "label"); !label.empty()) return label;
   if (const Json* functions = list_member(entry, "functions")) {
     for (const Json& f : *functions) {
       if (f.is_string() && !f.get_ref<const std::string&>().empty()) return f.get<std::string>();
@@ -373,7 +374,8 @@ void render_devices(std::string& out, const Json& report) {
     out += "<tr>";
     cell(out, dev);
     cell(out, text_member(d, "name"));
-    bytes_cell(out, uint_member(d, "total_bytes"));
+    const std::optional<std::uint64_t> total = uint_member(d, "total_bytes");
+    bytes_cell(out, total && *total > 0 ? total : std::nullopt);  // 0: not known (an imported snapshot)
     bytes_cell(out, uint_member(d, "peak_allocated"));
     time_cell(out, uint_member(d, "peak_allocated_t"));
     bytes_cell(out, uint_member(d, "peak_reserved"));

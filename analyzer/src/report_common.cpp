@@ -19,18 +19,6 @@ std::vector<std::string> function_names(const Analysis& analysis, std::uint64_t 
   return names;
 }
 
-std::string site_label(const Analysis& analysis, std::uint64_t stack) {
-  if (stack == 0) return "(no stack captured)";
-  const std::vector<OwnedFrame>* frames = analysis.stacks().find(stack);
-  if (frames == nullptr || frames->empty()) return "(stack " + std::to_string(stack) + ", not in the trace)";
-  for (const OwnedFrame& f : *frames) {
-    if (f.fn) return *f.fn;
-  }
-  const OwnedFrame& first = frames->front();
-  if (first.module.empty()) return format_hex(first.ip);
-  return first.module + "+" + format_hex(first.off.value_or(first.ip));
-}
-
 double round_ratio(double ratio) { return std::round(ratio * 1e6) / 1e6; }
 
 std::string percent(double ratio) {

@@ -14,10 +14,6 @@ namespace cumemtrace::analyzer::detail {
 // is 0 or not in the trace).
 std::vector<std::string> function_names(const Analysis& analysis, std::uint64_t stack);
 
-// A short name for a call site: its innermost named function, else its first
-// frame's module+offset; "(no stack captured)" for 0.
-std::string site_label(const Analysis& analysis, std::uint64_t stack);
-
 // A ratio rounded to six decimals, so JSON shows 0.081 rather than 0.08100000000000002.
 double round_ratio(double ratio);
 

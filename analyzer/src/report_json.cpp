@@ -1,5 +1,6 @@
 #include "cumemtrace/analyzer/report.h"
 #include "report_common.h"
+#include "site_labels.h"
 
 namespace cumemtrace::analyzer {
 
@@ -56,18 +57,20 @@ Json stack_frames(const Analysis& analysis, std::uint64_t stack) {
   return frames ? frames_json(*frames) : Json::array();
 }
 
-// `stack`, `functions` and `frames` of a call site.
-void add_stack(Json& j, const Analysis& analysis, std::uint64_t stack) {
+// `stack`, `label`, `functions` and `frames` of a call site.
+void add_stack(Json& j, const Analysis& analysis, const detail::SiteLabels& labels, std::uint64_t stack) {
   j["stack"] = stack;
+  j["label"] = labels(stack);
   j["functions"] = detail::function_names(analysis, stack);
   j["frames"] = stack_frames(analysis, stack);
 }
 
-Json leaks_json(const Analysis& analysis, const ReportOptions& options) {
+Json leaks_json(const Analysis& analysis, const detail::SiteLabels& labels, const ReportOptions& options) {
   Json list = Json::array();
   for (const LeakGroup& g : analysis.leaks(options.max_examples)) {
     Json group;
     group["stack"] = g.stack;
+    group["label"] = labels(g.stack);
     group["bytes"] = g.bytes;
     group["count"] = g.count;
     group["first_t"] = g.first_t;
@@ -88,11 +91,11 @@ Json leaks_json(const Analysis& analysis, const ReportOptions& options) {
   return list;
 }
 
-Json top_at_peak_json(const Analysis& analysis, const ReportOptions& options) {
+Json top_at_peak_json(const Analysis& analysis, const detail::SiteLabels& labels, const ReportOptions& options) {
   Json list = Json::array();
   for (const SiteAtPeak& s : analysis.top_at_peak(options.max_top_sites_json)) {
     Json site;
-    add_stack(site, analysis, s.stack);
+    add_stack(site, analysis, labels, s.stack);
     site["bytes"] = s.bytes;
     site["count"] = s.count;
     list.push_back(std::move(site));
@@ -100,11 +103,11 @@ Json top_at_peak_json(const Analysis& analysis, const ReportOptions& options) {
   return list;
 }
 
-Json growth_json(const Analysis& analysis, const GrowthResult& growth) {
+Json growth_json(const Analysis& analysis, const detail::SiteLabels& labels, const GrowthResult& growth) {
   Json list = Json::array();
   for (const GrowthLeak& g : growth.leaks) {
     Json leak;
-    add_stack(leak, analysis, g.stack);
+    add_stack(leak, analysis, labels, g.stack);
     leak["bytes_per_iteration"] = g.bytes_per_iteration;
     leak["iterations"] = g.iterations;
     leak["first_live_bytes"] = g.first_live_bytes;
@@ -178,7 +181,7 @@ Json fragmentation_json(const Analysis& analysis) {
   return j;
 }
 
-Json oom_events_json(const TraceReader& reader, const Analysis& analysis) {
+Json oom_events_json(const TraceReader& reader, const Analysis& analysis, const detail::SiteLabels& labels) {
   const OomAdviceContext context = detail::advice_context(reader.header());
   Json list = Json::array();
   for (const OomRecord& o : analysis.oom_records()) {
@@ -196,7 +199,7 @@ Json oom_events_json(const TraceReader& reader, const Analysis& analysis) {
     j["device_total"] = o.device_total;
     j["cause"] = oom_cause(o) == OomCause::fragmentation ? "fragmentation" : "capacity";
     j["phase"] = o.phase.empty() ? Json(nullptr) : Json(o.phase);
-    add_stack(j, analysis, o.stack);
+    add_stack(j, analysis, labels, o.stack);
     j["sentence"] = explain_oom(o, context);
     list.push_back(std::move(j));
   }
@@ -231,8 +234,9 @@ Json render_json_report(const TraceReader& reader, const Analysis& analysis, con
     devices[std::to_string(dev)] = std::move(d);
   }
   j["devices"] = std::move(devices);
-  j["top_at_peak"] = top_at_peak_json(analysis, options);
-  j["leaks"] = leaks_json(analysis, options);
+  const detail::SiteLabels labels(analysis);
+  j["top_at_peak"] = top_at_peak_json(analysis, labels, options);
+  j["leaks"] = leaks_json(analysis, labels, options);
 
   const GrowthResult growth = analysis.growth();
   j["iterations"] = Json{{"source", name(growth.iterations.source)},
@@ -243,7 +247,7 @@ Json render_json_report(const TraceReader& reader, const Analysis& analysis, con
                          {"period_allocs", growth.iterations.source == IterationInfo::Source::period
                                                ? Json(growth.iterations.period_allocs)
                                                : Json(nullptr)}};
-  j["growth"] = growth_json(analysis, growth);
+  j["growth"] = growth_json(analysis, labels, growth);
   j["growth_bytes_per_iteration"] = growth.leaks.empty() ? 0 : growth.leaks.front().bytes_per_iteration;
 
   add_phases(j, analysis);
@@ -254,7 +258,7 @@ Json render_json_report(const TraceReader& reader, const Analysis& analysis, con
                           {"omitted", phases.omitted_records()},
                           {"ungrouped", phases.ungrouped()}};
   j["fragmentation"] = fragmentation_json(analysis);
-  j["oom_events"] = oom_events_json(reader, analysis);
+  j["oom_events"] = oom_events_json(reader, analysis, labels);
 
   j["truncated"] = stats.truncated;
   j["truncated_after_line"] = stats.truncated ? Json(stats.last_complete_line) : Json(nullptr);

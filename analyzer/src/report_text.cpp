@@ -85,8 +85,22 @@ std::string shell_quote(const std::string& arg) {
   return out + "'";
 }
 
+// What `import-torch` records in the header's config: the snapshot it read.
+std::string imported_from(const TraceHeader& h) {
+  const nlohmann::json config = nlohmann::json::parse(h.config_json, nullptr, false);
+  if (!config.is_object() || config.value("source", "") != "torch_snapshot") return {};
+  const auto snapshot = config.find("snapshot");
+  return "(a PyTorch memory snapshot" +
+         (snapshot != config.end() && snapshot->is_string() ? ": " + snapshot->get<std::string>() : std::string()) +
+         ")";
+}
+
 std::string program_line(const TraceHeader& h) {
-  if (h.argv.empty()) return h.exe.empty() ? "(unknown)" : shell_quote(h.exe);
+  if (h.argv.empty() && h.exe.empty()) {
+    const std::string source = imported_from(h);
+    return source.empty() ? "(unknown)" : source;
+  }
+  if (h.argv.empty()) return shell_quote(h.exe);
   std::string line;
   for (const std::string& arg : h.argv) {
     if (!line.empty()) line += ' ';
@@ -114,7 +128,8 @@ void write_memory(std::ostringstream& out, const MemoryTotals& m) {
       << bytes_exact(m.allocated.current) << "\n";
 }
 
-void write_leaks(std::ostringstream& out, const Analysis& analysis, const ReportOptions& options) {
+void write_leaks(std::ostringstream& out, const Analysis& analysis, const detail::SiteLabels& labels,
+                 const ReportOptions& options) {
   const MemoryTotals& total = analysis.total();
   if (total.live_allocations == 0) {
     out << "Live at end: nothing, every allocation was freed.\n";
@@ -126,7 +141,7 @@ void write_leaks(std::ostringstream& out, const Analysis& analysis, const Report
   for (std::size_t i = 0; i < groups.size() && i < options.max_leak_groups; ++i) {
     const LeakGroup& g = groups[i];
     out << "  " << i + 1 << ". " << bytes_exact(g.bytes) << " in "
-        << plural(g.count, "allocation", "allocations") << ", " << detail::stack_name(g.stack) << "\n";
+        << plural(g.count, "allocation", "allocations") << " " << detail::from_site(labels, g.stack) << "\n";
     out << "       api ";
     for (std::size_t k = 0; k < g.apis.size(); ++k) out << (k ? ", " : "") << g.apis[k];
     out << "; kind ";
@@ -157,9 +172,14 @@ std::string render_text_report(const TraceReader& reader, const Analysis& analys
   std::ostringstream out;
   out << "cumemtrace report: " << reader.path() << "\n";
   out << "  program:   " << program_line(h) << "\n";
-  out << "  pid:       " << h.pid << " (parent " << h.ppid << ")";
-  if (!h.host.empty()) out << " on " << h.host;
-  out << "\n";
+  // An imported snapshot has no process: pid 0 would read as a real one.
+  if (h.pid != 0) {
+    out << "  pid:       " << h.pid << " (parent " << h.ppid << ")";
+    if (!h.host.empty()) out << " on " << h.host;
+    out << "\n";
+  } else if (!h.host.empty()) {
+    out << "  host:      " << h.host << "\n";
+  }
   out << "  pool mode: " << (h.pool.empty() ? "(not recorded)" : h.pool) << "\n";
   out << "  duration:  " << format_seconds(analysis.last_t()) << " (time of the last event)\n";
   if (stats.end) {
@@ -168,23 +188,25 @@ std::string render_text_report(const TraceReader& reader, const Analysis& analys
   out << "\n";
 
   const GrowthResult growth = analysis.growth();
-  detail::write_summary(out, reader, analysis, growth, options);
+  const detail::SiteLabels labels(analysis);
+  detail::write_summary(out, reader, analysis, labels, growth, options);
 
   out << "\nTotal, all devices\n";
   write_memory(out, analysis.total());
   for (const auto& [dev, info] : analysis.devices()) {
     out << "\nDevice " << dev;
-    if (info.described) out << ": " << info.name << ", " << format_bytes(info.total_bytes);
+    if (info.described) out << ": " << info.name;
+    if (info.described && info.total_bytes > 0) out << ", " << format_bytes(info.total_bytes);
     out << "\n";
     write_memory(out, info.memory);
   }
-  detail::write_top_at_peak(out, analysis, options);
-  detail::write_growth(out, analysis, growth, options);
+  detail::write_top_at_peak(out, analysis, labels, options);
+  detail::write_growth(out, analysis, labels, growth, options);
   out << "\n";
-  write_leaks(out, analysis, options);
+  write_leaks(out, analysis, labels, options);
   detail::write_phases(out, analysis, options);
   detail::write_fragmentation(out, analysis);
-  detail::write_ooms(out, reader, analysis, options);
+  detail::write_ooms(out, reader, analysis, labels, options);
   detail::write_errors(out, analysis);
 
   if (stats.end && stats.end->dropped > 0) {

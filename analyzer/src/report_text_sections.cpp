@@ -5,6 +5,7 @@
 
 #include "cumemtrace/analyzer/units.h"
 #include "report_common.h"
+#include "site_labels.h"
 
 namespace cumemtrace::analyzer::detail {
 
@@ -51,8 +52,20 @@ std::string errors_phrase(const Analysis& analysis) {
 
 }  // namespace
 
+std::string from_site(const SiteLabels& labels, std::uint64_t stack) {
+  if (stack == 0) return "with no stack captured";
+  return "from " + labels(stack) + " (" + stack_name(stack) + ")";
+}
+
+namespace {
+// "from device_alloc ← load_weights", or "with no stack captured".
+std::string site_phrase(const SiteLabels& labels, std::uint64_t stack) {
+  return stack == 0 ? std::string("with no stack captured") : "from " + labels(stack);
+}
+}  // namespace
+
 void write_summary(std::ostringstream& out, const TraceReader& reader, const Analysis& analysis,
-                   const GrowthResult& growth, const ReportOptions& options) {
+                   const SiteLabels& labels, const GrowthResult& growth, const ReportOptions& options) {
   (void)options;
   const MemoryTotals& total = analysis.total();
   const ReaderStats& stats = reader.stats();
@@ -69,7 +82,7 @@ void write_summary(std::ostringstream& out, const TraceReader& reader, const Ana
   if (top.empty()) out << "nothing was allocated";
   for (std::size_t i = 0; i < top.size(); ++i) {
     out << (i ? "; " : "") << format_bytes(top[i].bytes) << " (" << share(top[i].bytes, total.allocated.peak)
-        << ") from " << site_label(analysis, top[i].stack);
+        << ") " << site_phrase(labels, top[i].stack);
   }
   const std::size_t sites_at_peak = analysis.sites().sites_at_peak();
   if (sites_at_peak > top.size()) out << "; and " << plural(sites_at_peak - top.size(), "more site", "more sites");
@@ -79,10 +92,18 @@ void write_summary(std::ostringstream& out, const TraceReader& reader, const Ana
   if (total.live_allocations == 0) {
     out << "nothing, every allocation was freed\n";
   } else {
+    const std::vector<LeakGroup> groups = analysis.leaks(0);
     out << format_bytes(total.allocated.current) << " in "
         << plural(total.live_allocations, "allocation", "allocations")
-        << (stats.truncated ? " live when the trace was cut, from " : " still live, from ")
-        << plural(analysis.leaks(0).size(), "call stack", "call stacks") << "\n";
+        << (stats.truncated ? " live when the trace was cut, " : " still live, ");
+    const std::uint64_t first = groups.front().stack;
+    const std::string site = site_phrase(labels, first);
+    if (groups.size() == 1) {
+      out << site << "\n";
+    } else {
+      out << "from " << plural(groups.size(), "call stack", "call stacks") << "; the most ("
+          << format_bytes(groups.front().bytes) << ") " << site << "\n";
+    }
   }
 
   out << "  growth leaks:    ";
@@ -93,7 +114,7 @@ void write_summary(std::ostringstream& out, const TraceReader& reader, const Ana
         << iterations_phrase(growth.iterations) << ")\n";
   } else {
     const GrowthLeak& g = growth.leaks.front();
-    out << site_label(analysis, g.stack) << " grows " << per_iteration(g)
+    out << labels(g.stack) << " grows " << per_iteration(g)
         << " per iteration over " << plural(g.iterations, "iteration", "iterations");
     if (growth.leaks.size() > 1) out << "; and " << plural(growth.leaks.size() - 1, "more site", "more sites");
     out << " (" << iterations_phrase(growth.iterations) << ")\n";
@@ -124,7 +145,8 @@ void write_summary(std::ostringstream& out, const TraceReader& reader, const Ana
   if (analysis.errors() > 0) out << "  API misuse:      " << errors_phrase(analysis) << "\n";
 }
 
-void write_top_at_peak(std::ostringstream& out, const Analysis& analysis, const ReportOptions& options) {
+void write_top_at_peak(std::ostringstream& out, const Analysis& analysis, const SiteLabels& labels,
+                       const ReportOptions& options) {
   const MemoryTotals& total = analysis.total();
   if (total.allocated.peak == 0) return;
   out << "\nLive at the allocated peak (" << short_peak(total.allocated, total.allocated_peak_phase)
@@ -133,7 +155,7 @@ void write_top_at_peak(std::ostringstream& out, const Analysis& analysis, const 
   for (std::size_t i = 0; i < top.size(); ++i) {
     const SiteAtPeak& s = top[i];
     out << "  " << i + 1 << ". " << format_bytes(s.bytes) << " (" << share(s.bytes, total.allocated.peak)
-        << ") in " << plural(s.count, "allocation", "allocations") << ", " << stack_name(s.stack) << "\n";
+        << ") in " << plural(s.count, "allocation", "allocations") << " " << from_site(labels, s.stack) << "\n";
     write_stack(out, analysis, s.stack, options.max_frames);
   }
   const std::size_t all = analysis.sites().sites_at_peak();
@@ -142,8 +164,8 @@ void write_top_at_peak(std::ostringstream& out, const Analysis& analysis, const 
   }
 }
 
-void write_growth(std::ostringstream& out, const Analysis& analysis, const GrowthResult& growth,
-                  const ReportOptions& options) {
+void write_growth(std::ostringstream& out, const Analysis& analysis, const SiteLabels& labels,
+                  const GrowthResult& growth, const ReportOptions& options) {
   if (growth.iterations.source == IterationInfo::Source::none) return;
   out << "\nGrowth leaks (" << plural(growth.iterations.count, "iteration boundary", "iteration boundaries")
       << ", " << iterations_phrase(growth.iterations) << "): ";
@@ -156,8 +178,8 @@ void write_growth(std::ostringstream& out, const Analysis& analysis, const Growt
     const GrowthLeak& g = growth.leaks[i];
     out << "  " << i + 1 << ". +" << per_iteration(g) << " per iteration over "
         << plural(g.iterations, "iteration", "iterations") << " (" << format_bytes(g.first_live_bytes) << " -> "
-        << format_bytes(g.last_live_bytes) << ", rose in " << g.rising_iterations << "), "
-        << stack_name(g.stack) << "\n";
+        << format_bytes(g.last_live_bytes) << ", rose in " << g.rising_iterations << ") "
+        << from_site(labels, g.stack) << "\n";
     write_stack(out, analysis, g.stack, options.max_frames);
   }
   if (growth.leaks.size() > options.max_growth) {
@@ -211,7 +233,10 @@ void write_fragmentation(std::ostringstream& out, const Analysis& analysis) {
   const FragmentationTracker& f = analysis.fragmentation();
   if (total.reserved.peak == 0 && f.samples() == 0) return;
   const FragmentationWorst& worst = f.worst();
-  out << "\nFragmentation (" << plural(f.samples(), "allocator sample", "allocator samples") << ")\n";
+  out << "\nFragmentation ("
+      << (f.samples() == 0 ? std::string("from segments and allocations; no allocator samples")
+                           : plural(f.samples(), "allocator sample", "allocator samples"))
+      << ")\n";
   if (total.reserved.peak > 0) {
     out << "  at reserved peak:      " << percent(fragmentation_at_peak_reserved(total)) << " of "
         << format_bytes(total.reserved.peak) << " reserved was unused (at most "
@@ -257,7 +282,7 @@ void write_fragmentation(std::ostringstream& out, const Analysis& analysis) {
 }
 
 void write_ooms(std::ostringstream& out, const TraceReader& reader, const Analysis& analysis,
-                const ReportOptions& options) {
+                const SiteLabels& labels, const ReportOptions& options) {
   const std::vector<OomRecord>& ooms = analysis.oom_records();
   if (analysis.total().ooms == 0) return;
   out << "\nOut of memory: " << plural(analysis.total().ooms, "failure", "failures") << "\n";
@@ -265,7 +290,7 @@ void write_ooms(std::ostringstream& out, const TraceReader& reader, const Analys
   for (std::size_t i = 0; i < ooms.size() && i < options.max_ooms; ++i) {
     const OomRecord& o = ooms[i];
     out << "  " << i + 1 << ". " << explain_oom(o, context) << "\n";
-    out << "       api " << o.api << ", " << stack_name(o.stack) << "\n";
+    out << "       api " << o.api << " " << from_site(labels, o.stack) << "\n";
     write_stack(out, analysis, o.stack, options.max_frames);
   }
   if (analysis.total().ooms > std::min(ooms.size(), options.max_ooms)) {

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "cumemtrace/analyzer/report.h"
+#include "site_labels.h"
 
 namespace cumemtrace::analyzer::detail {
 
@@ -20,18 +21,21 @@ std::string plural(std::uint64_t n, const char* one, const char* many);
 std::string peak_line(const Watermark& w, const PeakPhase& phase);
 // "stack 3", or "no stack captured" for 0
 std::string stack_name(std::uint64_t stack);
+// "from device_alloc ← load_weights (stack 3)", or "with no stack captured"
+std::string from_site(const SiteLabels& labels, std::uint64_t stack);
 void write_frames(std::ostringstream& out, const std::vector<OwnedFrame>& frames, std::size_t max_frames);
 void write_stack(std::ostringstream& out, const Analysis& analysis, std::uint64_t stack, std::size_t max_frames);
 
 void write_summary(std::ostringstream& out, const TraceReader& reader, const Analysis& analysis,
-                   const GrowthResult& growth, const ReportOptions& options);
-void write_top_at_peak(std::ostringstream& out, const Analysis& analysis, const ReportOptions& options);
-void write_growth(std::ostringstream& out, const Analysis& analysis, const GrowthResult& growth,
-                  const ReportOptions& options);
+                   const SiteLabels& labels, const GrowthResult& growth, const ReportOptions& options);
+void write_top_at_peak(std::ostringstream& out, const Analysis& analysis, const SiteLabels& labels,
+                       const ReportOptions& options);
+void write_growth(std::ostringstream& out, const Analysis& analysis, const SiteLabels& labels,
+                  const GrowthResult& growth, const ReportOptions& options);
 void write_phases(std::ostringstream& out, const Analysis& analysis, const ReportOptions& options);
 void write_fragmentation(std::ostringstream& out, const Analysis& analysis);
 void write_ooms(std::ostringstream& out, const TraceReader& reader, const Analysis& analysis,
-                const ReportOptions& options);
+                const SiteLabels& labels, const ReportOptions& options);
 void write_errors(std::ostringstream& out, const Analysis& analysis);
 
 }  // namespace cumemtrace::analyzer::detail

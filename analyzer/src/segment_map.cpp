@@ -6,12 +6,11 @@
 
 #include "cumemtrace/analyzer/report.h"
 #include "cumemtrace/analyzer/trace_reader.h"
+#include "site_labels.h"
 
 namespace cumemtrace::analyzer {
 
 namespace {
-
-constexpr std::size_t kMaxFunctions = 12;
 
 struct SegmentRef {
   std::uint64_t ptr = 0;
@@ -25,28 +24,10 @@ struct BlockRef {
   std::uint32_t site = kOtherSite;
 };
 
-std::string module_name(const std::string& module) {
-  const std::size_t slash = module.rfind('/');
-  return slash == std::string::npos ? module : module.substr(slash + 1);
-}
-
-SegmentMapSite describe_site(std::uint64_t stack, const StackTable& stacks) {
+SegmentMapSite describe_site(std::uint64_t stack, const detail::SiteLabels& labels) {
   SegmentMapSite site;
   site.stack = stack;
-  const std::vector<OwnedFrame>* frames = stack == 0 ? nullptr : stacks.find(stack);
-  if (frames != nullptr) {
-    for (const OwnedFrame& f : *frames) {
-      if (f.fn && !f.fn->empty() && site.functions.size() < kMaxFunctions) site.functions.push_back(*f.fn);
-    }
-  }
-  if (!site.functions.empty()) {
-    site.label = site.functions.front();
-  } else if (frames != nullptr && !frames->empty()) {
-    const OwnedFrame& f = frames->front();
-    site.label = module_name(f.module) + "+" + format_hex(f.off.value_or(f.ip));
-  } else {
-    site.label = stack == 0 ? "(no stack)" : "stack " + std::to_string(stack);
-  }
+  site.label = labels(stack);
   return site;
 }
 
@@ -187,10 +168,13 @@ void SegmentMapCollector::take(SegmentSnapshot::Moment moment, std::uint64_t t, 
     return std::get<0>(a) != std::get<0>(b) ? std::get<0>(a) > std::get<0>(b) : std::get<2>(a) < std::get<2>(b);
   });
   std::unordered_map<std::uint64_t, std::uint32_t> site_of_stack;
+  // Labels among the sites seen so far; the page prefers the report's own
+  // labels (over the whole trace) where it has them.
+  const detail::SiteLabels labels(analysis);
   for (const auto& [bytes, count, stack] : ranked) {
     if (snap.sites.size() < options_.max_sites) {
       site_of_stack[stack] = static_cast<std::uint32_t>(snap.sites.size());
-      SegmentMapSite site = describe_site(stack, analysis.stacks());
+      SegmentMapSite site = describe_site(stack, labels);
       site.bytes = bytes;
       site.count = count;
       snap.sites.push_back(std::move(site));

@@ -28,8 +28,7 @@ inline constexpr std::uint32_t kOtherSite = 0xFFFFFFFF;
 
 struct SegmentMapSite {
   std::uint64_t stack = 0;
-  std::string label;                   // the innermost named function, or what is known
-  std::vector<std::string> functions;  // named frames, innermost first
+  std::string label;                   // the call site's label (site_labels.h)
   std::uint64_t bytes = 0;
   std::uint64_t count = 0;
 };

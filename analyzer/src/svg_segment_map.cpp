@@ -115,14 +115,6 @@ std::string render_segment_map(const SegmentSnapshot& map, const std::vector<std
     append_html(legend, site.label);
     legend += "</code> " + format_bytes(site.bytes) + " in " + std::to_string(site.count) +
               (site.count == 1 ? " block" : " blocks");
-    if (site.functions.size() > 1) {
-      legend += " <small>(called from ";
-      for (std::size_t f = 1; f < site.functions.size() && f < 4; ++f) {
-        if (f > 1) legend += " \xE2\x86\x90 ";  // ←
-        append_html(legend, site.functions[f]);
-      }
-      legend += ")</small>";
-    }
     legend += "</li>";
   }
   if (map.other_site_count > 0) {

@@ -38,7 +38,7 @@ std::string describe_foreign(std::string_view start) {
   for (const Signature& s : kSignatures) {
     if (starts_with(s.magic)) return s.what;
   }
-  if (start.size() >= 2 && start[0] == '\x80' && start[1] >= '\x02' && start[1] <= '\x05') return "a Python pickle";
+  if (start.size() >= 2 && start[0] == '\x80' && start[1] >= '\x02' && start[1] <= '\x05') return "a Python pickle; read a PyTorch memory snapshot with: cumemtrace import-torch FILE -o trace.jsonl";
   const std::size_t first = start.find_first_not_of(" \t\r\n");
   if (first != std::string_view::npos && start[first] == '[') return "a JSON array, not one JSON object per line";
   return "first line is not a header";

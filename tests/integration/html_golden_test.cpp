@@ -6,6 +6,8 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <string>
+#include <vector>
 
 #include "html_structure.h"
 #include "test_support.h"
@@ -13,16 +15,15 @@
 namespace cumemtrace::testing {
 namespace {
 
-class HtmlGolden : public ::testing::TestWithParam<std::string> {};
-
-TEST_P(HtmlGolden, OutlineMatches) {
-  const std::string dir = std::string(CUMEMTRACE_GOLDEN_DIR) + "/charts/";
-  const std::string expected_path = dir + "expected/" + GetParam() + ".html.outline";
+// The page of `traces` (run in `dir`, so the page names them by their
+// relative paths) against expected/<name>.html.outline.
+void expect_outline(const std::string& name, const std::string& dir, const std::vector<std::string>& traces) {
+  const std::string expected_path = std::string(CUMEMTRACE_GOLDEN_DIR) + "/charts/expected/" + name + ".html.outline";
   TempDir tmp;
-  // Run where the trace is, so the page names it by its relative path.
-  const CommandResult r = run_command(
-      {CUMEMTRACE_CLI, "report", GetParam() + ".jsonl", "--format", "html", "-o", tmp.path("page.html")}, {},
-      dir + "traces");
+  std::vector<std::string> argv{CUMEMTRACE_CLI, "report"};
+  argv.insert(argv.end(), traces.begin(), traces.end());
+  argv.insert(argv.end(), {"--format", "html", "-o", tmp.path("page.html")});
+  const CommandResult r = run_command(argv, {}, dir);
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const std::string outline = html_outline(read_file(tmp.path("page.html")));
   if (const char* update = std::getenv("CUMEMTRACE_UPDATE_GOLDEN"); update != nullptr && std::string(update) == "1") {
@@ -32,11 +33,22 @@ TEST_P(HtmlGolden, OutlineMatches) {
   ASSERT_TRUE(file_exists(expected_path)) << expected_path;
   const std::string expected = read_file(expected_path);
   if (outline != expected) {
-    const std::string actual_path = std::string(CUMEMTRACE_GOLDEN_ACTUAL_DIR) + "/" + GetParam() + ".html.outline";
+    const std::string actual_path = std::string(CUMEMTRACE_GOLDEN_ACTUAL_DIR) + "/" + name + ".html.outline";
     write_file(actual_path, outline);
     FAIL() << "the page's outline differs from " << expected_path << "\nsee: diff -u " << expected_path << " "
            << actual_path;
   }
+}
+
+class HtmlGolden : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(HtmlGolden, OutlineMatches) {
+  expect_outline(GetParam(), std::string(CUMEMTRACE_GOLDEN_DIR) + "/charts/traces", {GetParam() + ".jsonl"});
+}
+
+// Several traces: the process table, the chart of every process, each report.
+TEST(HtmlGoldenSeveral, TwoRanksOutlineMatches) {
+  expect_outline("two_ranks", std::string(CUMEMTRACE_GOLDEN_DIR) + "/traces", {"job.rank0.jsonl", "job.rank1.jsonl"});
 }
 
 INSTANTIATE_TEST_SUITE_P(Charts, HtmlGolden, ::testing::Values("charts_caching_oom", "charts_markup_names"));

@@ -7,6 +7,7 @@
 #include <png.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <functional>
 #include <map>
@@ -275,6 +276,99 @@ TEST(HtmlInChromium, MarkupInTraceNamesStaysTextInTheDom) {
                            "&lt;b&gt;bold&lt;/b&gt;", "&lt;!-- c --&gt; &amp; ]]&gt;"}) {
     EXPECT_NE(r.out.find(text), std::string::npos) << text;
   }
+}
+
+const std::string kReportTraces = std::string(CUMEMTRACE_GOLDEN_DIR) + "/traces/";
+
+std::string html_multi_report(const std::vector<std::string>& traces, const TempDir& tmp, const std::string& name) {
+  const std::string out = tmp.path(name);
+  std::vector<std::string> argv{CUMEMTRACE_CLI, "report"};
+  argv.insert(argv.end(), traces.begin(), traces.end());
+  argv.insert(argv.end(), {"--format", "html", "-o", out});
+  const CommandResult r = run_command(argv);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.err, "");
+  return out;
+}
+
+// Every id once, and every in-page link to one of them.
+void expect_anchors_resolve(const std::vector<HtmlTag>& tags) {
+  std::map<std::string, int> ids;
+  for (const HtmlTag& tag : tags) {
+    for (const auto& [name, value] : tag.attributes) {
+      if (name == "id") ++ids[value];
+    }
+  }
+  for (const auto& [id, count] : ids) EXPECT_EQ(count, 1) << "id " << id;
+  for (const HtmlTag& tag : tags) {
+    for (const auto& [name, value] : tag.attributes) {
+      if (name == "href") {
+        EXPECT_TRUE(ids.count(value.substr(1))) << "a link to nothing: " << value;
+      }
+    }
+  }
+}
+
+TEST(HtmlInChromium, SeveralTracesShowEveryProcessInOneChartAndEachReport) {
+  if (chromium().empty()) GTEST_SKIP() << "chromium is not installed (scripts/setup.sh installs it)";
+  TempDir tmp;
+  const std::string page =
+      html_multi_report({kReportTraces + "job.rank0.jsonl", kReportTraces + "job.rank1.jsonl"}, tmp, "ranks.html");
+  const std::string text = read_file(page);
+  // The processes by rank, the table with its totals, then each trace's own report.
+  for (const char* expected : {"<h1>cumemtrace report: 2 processes</h1>", "<section id=\"processes\">",
+                               "<th>total</th>", "135.00 MiB", "rank 0 \xC2\xB7 pid 9000 on node7",
+                               "rank 1 \xC2\xB7 pid 9001 on node7", "rank 1: peak 75.00 MiB", "all processes"}) {
+    EXPECT_NE(text.find(expected), std::string::npos) << expected;
+  }
+  EXPECT_LT(text.find("id=\"processes\""), text.find("id=\"p0-summary\""));
+  EXPECT_LT(text.find("id=\"p0-summary\""), text.find("id=\"p1-summary\""));
+  std::string error;
+  const std::vector<HtmlTag> tags = scan_html_tags(text, &error);
+  EXPECT_EQ(error, "");
+  expect_only_our_markup(tags);
+  expect_anchors_resolve(tags);
+
+  const std::string shot = tmp.path("shot.png");
+  const CommandResult r = run_chromium(tmp, {"--screenshot=" + shot, "--window-size=1400,2400", "file://" + page});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(page_complaints(r.err), std::vector<std::string>{}) << "the page made the browser complain";
+  const Image image = read_png(shot);
+  ASSERT_EQ(image.height, 2400u);
+  // One series per process in the combined chart (rank 0 green, rank 1
+  // purple), near the top, and the dashed sum of both.
+  const ColourCount rank0 = count_colour(image, "#2da44e");
+  const ColourCount rank1 = count_colour(image, "#8250df");
+  EXPECT_GT(rank0.pixels, 800u);
+  EXPECT_GT(rank1.pixels, 800u);
+  EXPECT_GT(count_colour(image, "#000000").pixels, 800u);
+  EXPECT_LT(std::min(rank0.min_y, rank1.min_y), 900u) << "the combined chart comes first";
+  // Below it, the first process's own memory chart.
+  const ColourCount allocated = count_colour(image, "#a9c8f5");
+  EXPECT_GT(allocated.pixels, 20000u);
+  EXPECT_GT(allocated.min_y, rank0.max_y);
+}
+
+TEST(HtmlInjection, SeveralTracesKeepEveryStringText) {
+  TempDir tmp;
+  // A second copy of the markup trace under a file name that is markup too.
+  const std::string odd_name = tmp.path("x<b>\"&'rank1.jsonl");
+  write_file(odd_name, read_file(kCharts + "charts_markup_names.jsonl"));
+  const std::string page = read_file(html_multi_report({kCharts + "charts_markup_names.jsonl", odd_name}, tmp, "m.html"));
+  std::string error;
+  const std::vector<HtmlTag> tags = scan_html_tags(page, &error);
+  EXPECT_EQ(error, "");
+  expect_only_our_markup(tags);
+  expect_anchors_resolve(tags);
+  EXPECT_NE(page.find("x&lt;b&gt;&quot;&amp;&#39;rank1.jsonl"), std::string::npos);
+  EXPECT_NE(page.find("&lt;script&gt;alert(1)&lt;/script&gt;"), std::string::npos);
+  // The same two traces without markup characters give the very same elements.
+  const std::string twin = defused_twin(kCharts + "charts_markup_names.jsonl", tmp);
+  const std::string plain_name = tmp.path("xxbxxxxrank1.jsonl");
+  write_file(plain_name, read_file(twin));
+  const std::string twin_page = read_file(html_multi_report({twin, plain_name}, tmp, "t.html"));
+  std::string twin_error;
+  EXPECT_EQ(shape(tags), shape(scan_html_tags(twin_page, &twin_error)));
 }
 
 }  // namespace

@@ -89,6 +89,23 @@ TEST(Launcher, PlainLdPreloadWorksWithoutTheLauncher) {
   EXPECT_EQ(lines.back()["live"], 2);
 }
 
+// tests/sim/README.md says `LD_LIBRARY_PATH=build/sim ./program`: the
+// loader then names the libraries by relative paths, and the hooks must
+// still find the real functions behind them.
+TEST(Launcher, RelativeLibraryPathFindsTheRealCuda) {
+  TempDir dir;
+  const fs::path sim = SIMCUDA_LIBRARY_DIR;
+  const auto r = run_command({CUMEMTRACE_APPS_DIR "/known_sequence", dir / "manifest.txt"},
+                             sim_environment({{"LD_LIBRARY_PATH", sim.filename().string()},
+                                              {"LD_PRELOAD", CUMEMTRACE_PRELOAD},
+                                              {"CUMEMTRACE_OUTPUT", dir / "t.jsonl"}}),
+                             sim.parent_path().string());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto lines = read_json_lines(dir / "t.jsonl");
+  EXPECT_EQ(lines.back()["ev"], "end");
+  EXPECT_EQ(lines.back()["live"], 2);
+}
+
 std::string file_content(const std::string& path) {
   std::ifstream in(path);
   return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());

@@ -61,7 +61,7 @@ TEST(BadInput, FilesThatAreNotTracesGetOneLineAndExitTwo) {
        "not a cumemtrace trace (it looks like a heaptrack trace)"},
       {"heaptrack.zst", compress("v 10300 3\nX /usr/bin/app\n"), "not a cumemtrace trace (it looks like a heaptrack trace)"},
       {"array.json", "[" + testing::header_line() + "]\n", "not a cumemtrace trace (a JSON array, not one JSON object per line)"},
-      {"snapshot.pickle", std::string("\x80\x04\x95\x10\x00", 5), "not a cumemtrace trace (a Python pickle)"},
+      {"snapshot.pickle", std::string("\x80\x04\x95\x10\x00", 5), "not a cumemtrace trace (a Python pickle; read a PyTorch memory snapshot with: cumemtrace import-torch FILE -o trace.jsonl)"},
       {"model.pt", std::string("PK\x03\x04", 4) + noise, "not a cumemtrace trace (a zip archive)"},
       {"package.json", "{\"name\":\"x\",\"version\":\"1.0\"}\n", not_header},
       {"other_format.jsonl", "{\"ev\":\"header\",\"format\":\"memtrace\",\"version\":1}\n",

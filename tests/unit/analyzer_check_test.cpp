@@ -146,8 +146,8 @@ TEST(Check, VerdictsOnTheReportKeys) {
             (std::vector<std::string>{"fail: peak allocated 3.00 GiB > 2.00 GiB",
                                       "pass: peak reserved 4.00 GiB <= 4.00 GiB",
                                       "pass: leaked 12.00 KiB <= 12.00 KiB",
-                                      "fail: leaked allocations 3 >= 3",
-                                      "fail: growth per iteration 64.00 KiB > 32.00 KiB",
+                                      "fail: leaked allocations 3 >= 3 (most with no stack captured: 2 allocations)",
+                                      "fail: growth per iteration 64.00 KiB > 32.00 KiB (most from Logger::append: 64.00 KiB per iteration)",
                                       "fail: fragmentation at peak reserved 0.312 > 0.250",
                                       "fail: out-of-memory failures 2 != 0"}));
 }
@@ -253,8 +253,11 @@ TEST(Check, CommandExitCodesMessagesAndJUnit) {
   const CommandResult fail = cli({"check", tmp.path("t.jsonl"), "--max-peak-allocated", "5KiB", "--max-leaked-bytes",
                                   "0", "--max-peak-reserved", "1GiB", "--junit", tmp.path("junit.xml")});
   EXPECT_EQ(fail.exit_code, 1);
-  EXPECT_EQ(fail.err, "cumemtrace: check failed: peak allocated 6.00 KiB > 5.00 KiB (trace " + tmp.path("t.jsonl") +
-                          ")\ncumemtrace: check failed: leaked 4.00 KiB > 0 B (trace " + tmp.path("t.jsonl") + ")\n");
+  // Each failing line names the call site that weighs most.
+  EXPECT_EQ(fail.err, "cumemtrace: check failed: peak allocated 6.00 KiB > 5.00 KiB (most live at the peak with no "
+                      "stack captured: 4.00 KiB) (trace " + tmp.path("t.jsonl") +
+                          ")\ncumemtrace: check failed: leaked 4.00 KiB > 0 B (most with no stack captured: 2.00 KiB) "
+                          "(trace " + tmp.path("t.jsonl") + ")\n");
   const std::string junit = testing::read_file(tmp.path("junit.xml"));
   EXPECT_NE(junit.find("tests=\"3\" failures=\"2\""), std::string::npos) << junit;
 
@@ -267,7 +270,8 @@ TEST(Check, CommandExitCodesMessagesAndJUnit) {
   testing::write_file(tmp.path("small.jsonl"), testing::join_lines({testing::header_line(), testing::end_line(1)}));
   const CommandResult two = cli({"check", tmp.path("small.jsonl"), tmp.path("t.jsonl"), "--max-peak-allocated", "1KiB"});
   EXPECT_EQ(two.exit_code, 1);
-  EXPECT_EQ(two.err, "cumemtrace: check failed: peak allocated 6.00 KiB > 1.00 KiB (trace " + tmp.path("t.jsonl") + ")\n");
+  EXPECT_EQ(two.err, "cumemtrace: check failed: peak allocated 6.00 KiB > 1.00 KiB (most live at the peak with no "
+                     "stack captured: 4.00 KiB) (trace " + tmp.path("t.jsonl") + ")\n");
 
   // Bad usage and unreadable input: exit 2, one line.
   for (const std::vector<std::string>& args : std::vector<std::vector<std::string>>{
@@ -299,7 +303,8 @@ TEST(Check, RunChecksTheTracesTheProgramWrote) {
   const CommandResult fail = cli({"run", "-o", output, "--check", "peak<=4KiB,leaked==0", "--", "sh", "-c", write_traces}, env);
   EXPECT_EQ(fail.exit_code, 1) << fail.err;
   EXPECT_EQ(std::count(fail.err.begin(), fail.err.end(), '\n'), 5) << fail.err;  // "trace written" + 2 x 2 violations
-  EXPECT_NE(fail.err.find("check failed: peak allocated 6.00 KiB > 4.00 KiB (trace " + tmp.path("run.child")),
+  EXPECT_NE(fail.err.find("check failed: peak allocated 6.00 KiB > 4.00 KiB (most live at the peak with no stack "
+                          "captured: 4.00 KiB) (trace " + tmp.path("run.child")),
             std::string::npos) << fail.err;
   EXPECT_EQ(fail.err.find("999999"), std::string::npos) << fail.err;
 

@@ -74,10 +74,10 @@ TEST(Diff, FiguresDevicesAndSitesByFunctionName) {
             "leaked                              0 B       1.00 MiB   +1.00 MiB (new)\n"
             "\n"
             "Leaked at the end, by call site (largest change first):\n"
-            "  +1.00 MiB  (0 B -> 1.00 MiB, 0 -> 1 allocations)  new_buffer <- main\n"
+            "  +1.00 MiB  (0 B -> 1.00 MiB, 0 -> 1 allocations)  new_buffer\n"
             "\n"
             "Live at the allocated peak, by call site (largest change first):\n"
-            "  +204.80 MiB  (768.00 MiB -> 972.80 MiB, 3 -> 4 allocations)  Model::forward <- main\n");
+            "  +204.80 MiB  (768.00 MiB -> 972.80 MiB, 3 -> 4 allocations)  Model::forward\n");
 }
 
 TEST(Diff, JsonCarriesEveryFigureAndTheRegressions) {
@@ -89,7 +89,7 @@ TEST(Diff, JsonCarriesEveryFigureAndTheRegressions) {
   EXPECT_EQ(peak["change"], 214748365);
   EXPECT_NEAR(peak["change_percent"].get<double>(), 20.0, 1e-6);
   EXPECT_EQ(j["devices"]["1"]["peak_allocated"]["base"], 0);
-  EXPECT_EQ(j["sites"]["leaked"], Json::parse(R"([{"functions":["new_buffer","main"],"base_bytes":0,)"
+  EXPECT_EQ(j["sites"]["leaked"], Json::parse(R"([{"label":"new_buffer","functions":["new_buffer","main"],"base_bytes":0,)"
                                               R"("new_bytes":1048576,"change":1048576,"base_count":0,"new_count":1}])"));
   EXPECT_EQ(j["sites"]["at_peak"].size(), 1u);
   EXPECT_EQ(j["regressions"].size(), 1u);

@@ -230,10 +230,10 @@ TEST_F(SegmentMaps, BlocksLandInTheSegmentThatContainsThemAndNeighboursMerge) {
   EXPECT_EQ(map.outside_blocks, 1u);
   EXPECT_EQ(map.outside_bytes, 100u);
   ASSERT_EQ(map.sites.size(), 3u);
-  EXPECT_EQ(map.sites[0].label, "second()");  // 400 bytes
+  EXPECT_EQ(map.sites[0].label, "second");  // 400 bytes
   EXPECT_EQ(map.sites[0].count, 2u);
-  EXPECT_EQ(map.sites[1].label, "first(int)");  // 200
-  EXPECT_EQ(map.sites[2].label, "(no stack)");  // 100
+  EXPECT_EQ(map.sites[1].label, "first");  // 200
+  EXPECT_EQ(map.sites[2].label, "(no stack captured)");  // 100
   ASSERT_EQ(map.segments.size(), 2u);
   const SegmentMapSegment& s0 = map.segments[0];
   EXPECT_EQ(s0.dev, 0);

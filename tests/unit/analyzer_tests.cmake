@@ -30,6 +30,7 @@ add_executable(analyzer_unit_tests
   analyzer_progress_test.cpp
   analyzer_reader_test.cpp
   analyzer_report_test.cpp
+  analyzer_site_labels_test.cpp
   analyzer_test_support.cpp
   analyzer_timeline_test.cpp
   analyzer_top_at_peak_test.cpp)

@@ -25,6 +25,7 @@ struct DiffFigure {
 
 struct SiteChange {
   std::vector<std::string> functions;  // innermost first; the site's identity
+  std::string label;  // a short name that tells it apart from the reports' other sites
   std::uint64_t base_bytes = 0, next_bytes = 0;
   std::uint64_t base_count = 0, next_count = 0;
   std::int64_t change() const { return static_cast<std::int64_t>(next_bytes - base_bytes); }

@@ -21,6 +21,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "cumemtrace/analyzer/multi_report.h"
 #include "cumemtrace/analyzer/timeline.h"
 
 namespace cumemtrace::analyzer {
@@ -39,5 +40,20 @@ inline TimelineOptions html_timeline_options() {
 // Throws TraceError if the second read of `trace_path` fails.
 std::string render_html_report(const nlohmann::ordered_json& report, const TimelineCollector& timeline,
                                const std::string& trace_path);
+
+// One trace of a page of several: its JSON report, its timeline (collected
+// with html_timeline_options()) and its file (read again for segment maps).
+struct HtmlTrace {
+  nlohmann::ordered_json report;
+  TimelineCollector timeline;
+  std::string trace_path;
+};
+
+// `cumemtrace report A B ... --format html`: one page with the per-process
+// table and totals (rows as labelled by label_processes), allocated memory of
+// every process in one chart (one labelled series each, on a common clock
+// when every trace has its start time), then each trace's own report.
+// `traces` is in the order of `rows`. Throws TraceError as render_html_report.
+std::string render_html_multi_report(const std::vector<ProcessRow>& rows, const std::vector<HtmlTrace>& traces);
 
 }  // namespace cumemtrace::analyzer
