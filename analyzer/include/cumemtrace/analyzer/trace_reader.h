@@ -48,7 +48,7 @@ struct ReaderOptions {
   // memory, moved along the file (its pages need no copy into a buffer, a
   // third of the reading time); 0: read() into the buffer only. Standard
   // input and compressed traces are always read().
-  std::size_t map_window_bytes = std::size_t{16} << 20;
+  std::size_t map_window_bytes = std::size_t{4} << 20;
 };
 
 struct BadLine {
