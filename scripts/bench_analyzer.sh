@@ -4,7 +4,9 @@
 # (analyzer/tools/make_synthetic_trace.py: alloc/free pairs, stacks,
 # segments, marks) against `heaptrack_print` on the trace heaptrack records
 # of a C program making as many malloc/free calls
-# (analyzer/tools/heaptrack_workload.c). Runs alternate, medians are shown.
+# (analyzer/tools/heaptrack_workload.c). Runs alternate, medians are shown;
+# the CPU column (user+sys) is the comparison, wall time moves with whatever
+# else the machine runs.
 #   scripts/bench_analyzer.sh [BUILD_DIR]    (scripts/bench.sh calls it)
 #   BENCH_ANALYZER_EVENTS=3000000 BENCH_RUNS=5 BENCH_CPU=0
 set -euo pipefail
@@ -71,4 +73,8 @@ printf '| %-62s | %14s | %14s |\n' "heaptrack_print, heaptrack trace ($heaptrack
 printf '| %-62s | %14s | %14s |\n' "cumemtrace / heaptrack_print, per event" \
   "$(awk -v a="$trace_events" -v b="$ours_wall" -v c="$heaptrack_events" -v d="$theirs_wall" 'BEGIN {printf "%.2fx", (a / b) / (c / d)}')" \
   "$(awk -v a="$trace_events" -v b="$ours_cpu" -v c="$heaptrack_events" -v d="$theirs_cpu" 'BEGIN {printf "%.2fx", (a / b) / (c / d)}')"
-echo "command: BENCH_ANALYZER_EVENTS=$events BENCH_RUNS=$runs scripts/bench_analyzer.sh"
+echo "timed (CPU seconds user+sys, median of $runs runs of each, alternating):"
+echo "  taskset -c $cpu $cli report SYNTHETIC.jsonl        ($trace_events lines, every one an event)"
+echo "  taskset -c $cpu heaptrack_print WORKLOAD.${heaptrack_file##*.}   ($heaptrack_events '+'/'-' lines: malloc and free calls)"
+echo "  medians in seconds: cumemtrace report ${ours_cpu} cpu (${ours_wall} wall), heaptrack_print ${theirs_cpu} cpu (${theirs_wall} wall)"
+echo "command: BENCH_ANALYZER_EVENTS=$events BENCH_RUNS=$runs BENCH_CPU=$cpu scripts/bench_analyzer.sh"

@@ -185,10 +185,12 @@ void Analysis::on_error(const TraceEvent& e) {
 
 void Analysis::on_alloc(const TraceEvent& e) {
   growth_.before_alloc(sites_, e.stack, e.size);  // may be an iteration boundary
-  if (LiveAllocation* stale = live_.find(e.ptr)) {
+  bool is_new = false;
+  LiveAllocation& live = live_.find_or_insert(e.ptr, is_new);  // filled in below
+  if (!is_new) {
     // The same address handed out twice without a free in between: the free
     // was lost (dropped events). Count the old allocation as freed.
-    const LiveAllocation old = *stale;
+    const LiveAllocation old = live;
     DeviceInfo& old_device = device(old.dev);
     release(old, old_device);
     ++old_device.memory.duplicate_allocs;
@@ -199,7 +201,7 @@ void Analysis::on_alloc(const TraceEvent& e) {
   growth_.before_change(site, sites_[site], static_cast<std::int64_t>(e.size), true);
   sites_.add(site, e.size);
   const std::uint64_t block = e.block.value_or(0);
-  live_.insert(e.ptr, LiveAllocation{e.size, e.t, e.stack, block, site, e.dev, intern_api(e.api), e.memory_kind});
+  live = LiveAllocation{e.size, e.t, e.stack, block, site, e.dev, intern_api(e.api), e.memory_kind};
   if (d.memory.allocated.add(e.size, e.t)) note_peak_phase(d.memory.allocated_peak_phase, e.tid);
   ++d.memory.allocs;
   ++d.memory.live_allocations;

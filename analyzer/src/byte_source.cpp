@@ -1,10 +1,12 @@
 #include "byte_source.h"
 
 #include <fcntl.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <zstd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <vector>
@@ -27,8 +29,11 @@ class FileSource final : public ByteSource {
   FileSource(std::string path, int fd) : path_(std::move(path)), fd_(fd) {
     struct stat st {};
     if (::fstat(fd_, &st) == 0 && S_ISREG(st.st_mode)) size_ = static_cast<std::uint64_t>(st.st_size);
+    // Standard input may be a file opened at another offset: read() it only.
+    mappable_ = fd_ != STDIN_FILENO && size_ > 0;
   }
   ~FileSource() override {
+    unmap();
     if (fd_ > STDIN_FILENO) ::close(fd_);
   }
   FileSource(const FileSource&) = delete;
@@ -58,7 +63,38 @@ class FileSource final : public ByteSource {
   std::uint64_t position() const override { return position_; }
   std::uint64_t size() const override { return size_; }
 
+  std::string_view map_window(std::uint64_t offset, std::size_t length) override {
+    unmap();
+    if (!mappable_ || offset >= size_) return {};
+    length = static_cast<std::size_t>(std::min<std::uint64_t>(length, size_ - offset));
+    static const std::uint64_t page = static_cast<std::uint64_t>(::sysconf(_SC_PAGESIZE));
+    const std::uint64_t start = offset / page * page;  // mmap's offset must be page-aligned
+    const std::size_t span = length + static_cast<std::size_t>(offset - start);
+    void* map = ::mmap(nullptr, span, PROT_READ, MAP_PRIVATE | MAP_POPULATE, fd_, static_cast<off_t>(start));
+    if (map == MAP_FAILED) {
+      mappable_ = false;  // read() still works
+      return {};
+    }
+    ::madvise(map, span, MADV_SEQUENTIAL);  // read ahead, drop behind
+    map_ = map;
+    map_size_ = span;
+    return std::string_view(static_cast<const char*>(map) + (offset - start), length);
+  }
+
+  void seek(std::uint64_t offset) override {
+    unmap();
+    if (::lseek(fd_, static_cast<off_t>(offset), SEEK_SET) < 0) throw_errno(path_, "cannot seek", errno);
+    position_ = offset;
+    peeked_.clear();
+    peek_pos_ = 0;
+  }
+
  private:
+  void unmap() {
+    if (map_ != nullptr) ::munmap(map_, map_size_);
+    map_ = nullptr;
+  }
+
   std::size_t read_fd(char* out, std::size_t capacity) {
     for (;;) {
       ssize_t n = ::read(fd_, out, capacity);
@@ -76,6 +112,9 @@ class FileSource final : public ByteSource {
   std::uint64_t position_ = 0;
   std::string peeked_;
   std::size_t peek_pos_ = 0;
+  bool mappable_ = false;
+  void* map_ = nullptr;
+  std::size_t map_size_ = 0;
 };
 
 class ZstdSource final : public ByteSource {

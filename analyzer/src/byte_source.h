@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <string_view>
 
 namespace cumemtrace::analyzer::detail {
 
@@ -21,6 +22,15 @@ class ByteSource {
   // and the file's size, 0 when unknown (a pipe): for progress.
   virtual std::uint64_t position() const = 0;
   virtual std::uint64_t size() const = 0;
+
+  // Zero-copy reading, for a plain file named by its path (not standard
+  // input, not compressed): the file's bytes [offset, offset + length)
+  // mapped read-only, replacing (and invalidating) the previous window;
+  // shorter at the file's end (as of opening), empty when the file cannot
+  // be mapped. read() is unaffected: seek() points it at `offset`, and
+  // drops the window.
+  virtual std::string_view map_window(std::uint64_t /*offset*/, std::size_t /*length*/) { return {}; }
+  virtual void seek(std::uint64_t /*offset*/) {}
 };
 
 // Opens `path` ("-": standard input) and, if it starts with the zstd magic

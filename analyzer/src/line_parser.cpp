@@ -377,9 +377,16 @@ struct LineParser::Impl {
       }
       case ValueKind::string:
       case ValueKind::hex: {
+        // The token runs from the opening quote to the next structural
+        // character: with nothing between, it ends at the closing quote.
+        const std::string_view token = value.raw_json_token();
         simdjson::ondemand::raw_json_string raw;
         if (value.get_raw_json_string().get(raw)) return Fast::general;  // not a string: left unread
         const char* start = reinterpret_cast<const char*>(raw.raw());
+        if (token.size() >= 2 && token.back() == '"' &&
+            state.string_without_escapes(f, std::string_view(start, token.size() - 2))) {
+          return Fast::done;
+        }
         std::size_t length = 0;
         if (plain_string_length(start, length)) {  // the usual case: no copy at all
           state.string(f, std::string_view(start, length), true);

@@ -354,6 +354,37 @@ struct LineState {
     else out.stream = value;
   }
 
+  // The text of a string value, as it would be without escapes, when it
+  // is one that holds no escape (a hex number, an event or memory kind name:
+  // most strings of a line): stored, and true. False, with nothing stored,
+  // when only a scan for backslashes could tell. 16 bytes from the text's
+  // start must be readable (a line's padding covers them).
+  [[gnu::always_inline]] bool string_without_escapes(Field f, std::string_view text) {
+    switch (f) {
+      case Field::ptr:
+      case Field::stream: {
+        std::uint64_t value = 0;
+        if (!parse_hex(text, value)) return false;
+        if (f == Field::ptr) out.ptr = value;
+        else out.stream = value;
+        break;
+      }
+      case Field::ev:
+        ev = kEventTable.find_padded(text, Event::unknown);
+        if (ev == Event::unknown) return false;
+        break;
+      case Field::kind:
+        memory_kind = kMemoryKindTable.find_padded(text, format::MemoryKind::unknown);
+        if (memory_kind == format::MemoryKind::unknown) return false;  // e.g. a mark's push or pop
+        out.kind = text;
+        break;
+      default:
+        return false;
+    }
+    seen |= bit(f);
+    return true;
+  }
+
   void store_string(Field f, std::string_view s, bool padded = false) {
     if (f == Field::ev) {
       ev = padded ? kEventTable.find_padded(s, Event::unknown) : kEventTable.find(s, Event::unknown);

@@ -60,6 +60,7 @@ TraceReader::TraceReader(std::string path, ReaderOptions options)
   parser_ = std::make_unique<detail::LineParser>();
   capacity_ = std::min(kInitialBufferBytes, options_.max_line_bytes + 1);
   buffer_ = std::make_unique<char[]>(capacity_ + detail::LineParser::kPadding);  // zeroed
+  data_ = buffer_.get();
   if (options_.progress) progress_ = detail::make_terminal_progress(path_, source_->size());
   read_header();
 }
@@ -92,6 +93,7 @@ void TraceReader::grow_or_discard() {
     auto bigger = std::make_unique<char[]>(new_capacity + detail::LineParser::kPadding);
     std::memcpy(bigger.get(), buffer_.get(), end_);
     buffer_ = std::move(bigger);
+    data_ = buffer_.get();
     capacity_ = new_capacity;
     return;
   }
@@ -197,19 +199,87 @@ void TraceReader::finish() {
   stats_.truncated = !stats_.has_end || stats_.partial_last_line || source_->ended_inside_frame();
 }
 
-bool TraceReader::start_batch() {
-  if (discarding_long_line_ || scan_ >= end_) return false;
-  // The complete lines in the next kBatchBytes: small enough that they are
-  // still in the cache when decoded after simdjson's indexing pass over them.
-  // [begin_, scan_) holds no newline (read_line scanned it): look after it.
-  const std::size_t limit = std::min(end_, std::max(scan_, begin_ + kBatchBytes));
-  const void* last = ::memrchr(buffer_.get() + scan_, '\n', limit - scan_);
-  if (last == nullptr) return false;  // a line longer than a batch: read_line() takes it
-  const std::size_t stop = static_cast<std::size_t>(static_cast<const char*>(last) - buffer_.get()) + 1;
-  parser_->start_batch(std::string_view(buffer_.get() + begin_, stop - begin_));
-  begin_ = scan_ = stop;
-  in_batch_ = true;
+std::uint64_t TraceReader::position() const {
+  return mapped_ ? window_offset_ + begin_ : source_->position();
+}
+
+// Maps the file from `offset` (a line's start) on; [begin_, end_) becomes
+// the window less its last kPadding bytes, which simdjson may read past a
+// batch's end.
+bool TraceReader::map_window_at(std::uint64_t offset) {
+  const std::string_view window = source_->map_window(offset, options_.map_window_bytes);
+  if (window.size() <= detail::LineParser::kPadding) return false;
+  data_ = window.data();
+  window_offset_ = offset;
+  window_is_last_ = offset + window.size() >= source_->size();
+  begin_ = scan_ = 0;
+  end_ = window.size() - detail::LineParser::kPadding;
   return true;
+}
+
+// From the buffer to a mapped window, where the buffer's unused bytes start.
+bool TraceReader::enter_mapped_mode() {
+  // Lines longer than max_line_bytes are read_line()'s to refuse: a batch
+  // must not be able to hold one.
+  if (!may_map_ || options_.map_window_bytes == 0 || options_.max_line_bytes < kBatchBytes ||
+      discarding_long_line_ || eof_) {
+    return false;
+  }
+  const std::size_t unused = end_ - begin_;
+  const std::size_t scanned = scan_ - begin_;  // known to hold no newline
+  const std::uint64_t offset = source_->position() - unused;
+  if (source_->size() <= source_->position() || !map_window_at(offset)) {
+    may_map_ = false;  // everything is in the buffer already, or no mapping
+    data_ = buffer_.get();
+    return false;
+  }
+  stats_.bytes -= unused;  // counted again as batches take them from the window
+  scan_ = std::min(end_, scanned);
+  mapped_ = true;
+  return true;
+}
+
+// Back to read() at begin_ for good: at the file's last bytes (they lack the
+// padding, and the file may have grown or end inside a line), or at a line
+// longer than the window.
+void TraceReader::leave_mapped_mode() {
+  source_->seek(window_offset_ + begin_);
+  mapped_ = false;
+  may_map_ = false;
+  eof_ = false;
+  data_ = buffer_.get();
+  begin_ = scan_ = end_ = 0;
+}
+
+bool TraceReader::start_batch() {
+  if (!mapped_ && !enter_mapped_mode() && (discarding_long_line_ || scan_ >= end_)) return false;
+  for (;;) {
+    // The complete lines in the next kBatchBytes: small enough that they are
+    // still in the cache when decoded after simdjson's indexing pass over them.
+    // [begin_, scan_) holds no newline (read_line scanned it): look after it.
+    const std::size_t limit = std::min(end_, std::max(scan_, begin_ + kBatchBytes));
+    const void* last = limit > scan_ ? ::memrchr(data_ + scan_, '\n', limit - scan_) : nullptr;
+    if (last == nullptr && mapped_ && limit < end_) {
+      // A line longer than a batch: in a window, it is a batch of its own
+      // (up to the longest line allowed; longer ones are read_line()'s).
+      const std::size_t far = std::min(end_, begin_ + options_.max_line_bytes + 1);
+      if (far > limit) last = std::memchr(data_ + limit, '\n', far - limit);
+    }
+    if (last != nullptr) {
+      const std::size_t stop = static_cast<std::size_t>(static_cast<const char*>(last) - data_) + 1;
+      parser_->start_batch(std::string_view(data_ + begin_, stop - begin_));
+      if (mapped_) stats_.bytes += stop - begin_;
+      begin_ = scan_ = stop;
+      in_batch_ = true;
+      return true;
+    }
+    if (!mapped_) return false;  // a line longer than a batch: read_line() takes it
+    // No complete line left in this window: move it to begin_, if that
+    // gains anything; else read() the rest.
+    if (!window_is_last_ && begin_ > 0 && map_window_at(window_offset_ + begin_)) continue;
+    leave_mapped_mode();
+    return false;
+  }
 }
 
 bool TraceReader::accept(const detail::ParseResult& result, std::uint64_t line_number) {
@@ -253,7 +323,7 @@ const TraceEvent* TraceReader::next() {
     if (in_batch_) {
       if (parser_->next_in_batch(line, event_, result)) {
         if ((++stats_.lines & kProgressEveryLines) == 0 && progress_) {
-          progress_->update(source_->position(), stats_.lines);
+          progress_->update(position(), stats_.lines);
         }
         if (accept(result, stats_.lines)) return &event_;
         continue;
@@ -269,7 +339,7 @@ const TraceEvent* TraceReader::next() {
       return nullptr;
     }
     const std::uint64_t line_number = ++stats_.lines;
-    if (progress_) progress_->update(source_->position(), stats_.lines);  // long lines: rare
+    if (progress_) progress_->update(position(), stats_.lines);  // long lines: rare
     if (status == LineStatus::too_long) {
       record_bad_line(line_number, "line longer than " + std::to_string(options_.max_line_bytes) + " bytes");
       continue;

@@ -15,7 +15,9 @@ preload writes (one flat JSON object per line, fields in its order):
 - addresses reused after a free, as a pool does, carved from 2 MiB and 20 MiB
   segments (segment_alloc when the pool grows, segment_free now and then);
 - a `mark` push/pop pair around every iteration, a `pool` sample now and then,
-  an `end` line.
+  an `end` line;
+- two threads, as in PyTorch: the one that marks the steps runs the forward
+  half of each iteration, autograd's own thread the backward half.
 
 Seeded: the same arguments always give the same bytes. With --leak N, each
 iteration also leaks N bytes from one call site (a growth leak).
@@ -119,24 +121,26 @@ def main():
                 segment_room.pop(0)
             return ptr
 
+        tid = [4242]  # the thread doing the current allocations and frees
+
         def alloc(size, site):
             block = (size + 511) // 512 * 512
             stack = stack_for(site)
             ptr = carve(block)
             live[ptr] = (size, block, stack)
             live_in_segment[segment_of[ptr]] += 1
-            w.line('{"ev":"alloc","t":%d,"tid":4242,"api":"cudaMalloc","kind":"device","dev":0,'
+            w.line('{"ev":"alloc","t":%d,"tid":%d,"api":"cudaMalloc","kind":"device","dev":0,'
                    '"ptr":"0x%x","size":%d,"block":%d,"stream":"0x0","stack":%d}\n'
-                   % (w.tick(), ptr, size, block, stack))
+                   % (w.tick(), tid[0], ptr, size, block, stack))
             return ptr
 
         def free(ptr):
             size, block, _ = live.pop(ptr)
             live_in_segment[segment_of[ptr]] -= 1
             free_by_size.setdefault(block, []).append(ptr)
-            w.line('{"ev":"free","t":%d,"tid":4242,"api":"cudaFree","kind":"device","dev":0,'
+            w.line('{"ev":"free","t":%d,"tid":%d,"api":"cudaFree","kind":"device","dev":0,'
                    '"ptr":"0x%x","size":%d,"stream":"0x0","stack":%d}\n'
-                   % (w.tick(), ptr, size, 1 + rng.randrange(args.stacks)))
+                   % (w.tick(), tid[0], ptr, size, 1 + rng.randrange(args.stacks)))
 
         # Each step below writes at most 4 lines (a stack, a segment, an
         # alloc, a pop); `room` keeps enough for it, the rest is filled with
@@ -152,14 +156,17 @@ def main():
         while room():
             iteration += 1
             w.line('{"ev":"mark","t":%d,"tid":4242,"name":"iteration","kind":"push"}\n' % w.tick())
-            for _ in range(rng.randint(100, 400)):
+            steps = rng.randint(100, 400)
+            for step in range(steps):
                 if not room():
                     break
+                tid[0] = 4242 if step < steps // 2 else 4250  # forward, then backward
                 if activations and (rng.random() < 0.5 or len(activations) > 300):
                     free(activations.pop(rng.randrange(len(activations))))
                 else:
                     size = rng.choice([512, 8192, 131072, 1 << 20, 3 << 20]) + rng.randrange(4096)
                     activations.append(alloc(size, 21 + rng.randrange(max(1, args.stacks - 21))))
+            tid[0] = 4242
             if args.leak and room():
                 alloc(args.leak, 21)
             if iteration % 20 == 0 and room():

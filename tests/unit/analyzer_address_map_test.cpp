@@ -20,10 +20,19 @@ TEST(AddressMap, BehavesLikeAnUnorderedMapUnderRandomOperations) {
   auto key = [&] { return 0x7f0000000000ull + (rng() % 4096) * 512; };
   for (int step = 0; step < 300000; ++step) {
     const std::uint64_t k = key();
-    switch (rng() % 3) {
+    switch (rng() % 4) {
       case 0: {
         const std::uint64_t v = rng();
         EXPECT_EQ(map.insert(k, v), model.insert_or_assign(k, v).second);
+        break;
+      }
+      case 3: {  // find_or_insert: an absent key comes back as a new, default value
+        bool inserted = false;
+        std::uint64_t& value = map.find_or_insert(k, inserted);
+        const auto [it, was_absent] = model.try_emplace(k, 0);
+        EXPECT_EQ(inserted, was_absent) << "step " << step;
+        EXPECT_EQ(value, it->second) << "step " << step;
+        value = it->second = rng();
         break;
       }
       case 1: {

@@ -81,6 +81,11 @@ const std::vector<std::string> kLines = {
     "{",
     "}",
     "\xef\xbb\xbf{}",
+    // Escapes and blanks in the strings the decoder reads without scanning
+    // them (hex, the event's name, a memory kind).
+    R"({"ev":"al\u006coc","t":1,"tid":1,"api":"a","kind":"dev\u0069ce","dev":0,"ptr":"0x\u0031f","size":1,"stream":"0x\u0030","stack":0})",
+    R"({"ev":"alloc" ,"t":1,"tid":1,"api":"a","kind":"device" ,"dev":0,"ptr":"0x1f"  ,"size":1,"stack":0})",
+    R"({"ev":"alloc","t":1,"tid":1,"api":"a","kind":"device","dev":0,"ptr":"0x1\"","size":1,"stack":0})",
 };
 
 // What the parser makes of each line of kLines, in order: "ok", "unknown
@@ -137,6 +142,9 @@ const std::vector<std::string> kVerdicts = {
     "invalid JSON",  // 48
     "invalid JSON",  // 49
     "invalid JSON",  // 50
+    "ok",  // 51
+    "ok",  // 52
+    "field 'ptr' has the wrong type or value",  // 53
 };
 
 std::string verdict(const ParseResult& r) {
@@ -196,6 +204,16 @@ TEST(LineParser, ChecksTypesRangesAndRequiredFields) {
   // Escapes are decoded by the general parser.
   ASSERT_EQ(d.parse(kLines[18]).status, ParseResult::Status::ok);
   EXPECT_EQ(e.api, "cudaMalloc");
+  for (const std::size_t i : {51, 52}) {
+    ASSERT_EQ(d.parse(kLines[i]).status, ParseResult::Status::ok) << kLines[i];
+    EXPECT_EQ(e.ev, format::Event::alloc);
+    EXPECT_EQ(e.kind, "device");
+    EXPECT_EQ(e.memory_kind, format::MemoryKind::device);
+    EXPECT_EQ(e.ptr, 0x1fu);
+  }
+  EXPECT_EQ(e.stream, std::nullopt);
+  ASSERT_EQ(d.parse(kLines[51]).status, ParseResult::Status::ok);
+  EXPECT_EQ(e.stream, 0u);
 }
 
 TEST(LineParser, HexIsStrict) {

@@ -356,5 +356,74 @@ TEST(TraceReader, AcceptsCrLfAndWhitespaceThroughTheGeneralParser) {
   EXPECT_EQ(reader.stats().bad_lines, 0u);
 }
 
+// Everything a read yields, as text: each event's line number and fields,
+// and the statistics.
+std::string read_digest(const std::string& path, ReaderOptions options) {
+  TraceReader reader(path, options);
+  std::string out;
+  while (const TraceEvent* e = reader.next()) {
+    out += std::to_string(e->line) + ' ' + std::to_string(static_cast<int>(e->ev)) + ' ' + std::to_string(e->t) +
+           ' ' + std::to_string(e->ptr) + ' ' + std::to_string(e->size) + ' ' + std::string(e->api) + ' ' +
+           std::to_string(e->frames.size()) + '\n';
+  }
+  const ReaderStats& s = reader.stats();
+  out += "lines=" + std::to_string(s.lines) + " bytes=" + std::to_string(s.bytes) +
+         " bad=" + std::to_string(s.bad_lines) + " unknown=" + std::to_string(s.unknown_events) +
+         " truncated=" + std::to_string(s.truncated) + " partial=" + std::to_string(s.partial_last_line) +
+         " last_complete=" + std::to_string(s.last_complete_line);
+  for (const BadLine& b : s.first_bad_lines) out += " [" + std::to_string(b.line) + ": " + b.reason + "]";
+  return out;
+}
+
+TEST(TraceReader, MappedWindowsReadExactlyWhatReadingIntoTheBufferReads) {
+  // Lines of every length around the windows' and batches' edges: short
+  // events, stack lines longer than a batch (64 KiB) and than some windows,
+  // a bad line, an unknown event, then either an end line or a cut line.
+  TempDir tmp;
+  std::uint64_t seed = 7;
+  auto random = [&seed] { return (seed = seed * 6364136223846793005ull + 1442695040888963407ull) >> 33; };
+  for (const bool cut : {false, true}) {
+    std::vector<std::string> lines{testing::header_line()};
+    for (int i = 0; i < 4000; ++i) {
+      const std::uint64_t pick = random() % 100;
+      if (pick == 0) {
+        std::string frames;
+        const std::uint64_t count = 1 + random() % 900;
+        for (std::uint64_t f = 0; f < count; ++f) {
+          frames += std::string(f ? "," : "") + R"({"ip":"0x1","fn":")" + std::string(random() % 120, 'f') + "\"}";
+        }
+        lines.push_back(R"({"ev":"stack","id":)" + std::to_string(i) + R"(,"frames":[)" + frames + "]}");
+      } else if (pick == 1) {
+        lines.push_back(R"({"ev":"alloc","t":)" + std::to_string(i) + ",");  // bad
+      } else if (pick == 2) {
+        lines.push_back(R"({"ev":"future_event","t":)" + std::to_string(i) + "}");
+      } else {
+        const std::string ptr = "0x" + std::to_string(1000 + random() % 5000);
+        lines.push_back(pick % 2 ? testing::alloc_line(static_cast<std::uint64_t>(i), ptr.c_str(), 1 + random() % 99999)
+                                 : testing::free_line(static_cast<std::uint64_t>(i), ptr.c_str(), 1 + random() % 999));
+      }
+    }
+    std::string content = testing::join_lines(lines);
+    if (cut) {
+      content += testing::alloc_line(9999, "0x10", 5).substr(0, 30);
+    } else {
+      content += testing::end_line(99999) + "\n";
+    }
+    const std::string path = tmp.path(cut ? "cut.jsonl" : "whole.jsonl");
+    testing::write_file(path, content);
+    ASSERT_GT(content.size(), std::size_t{1} << 20);  // past the first read into the buffer
+
+    ReaderOptions buffered;
+    buffered.map_window_bytes = 0;
+    const std::string expected = read_digest(path, buffered);
+    EXPECT_NE(expected.find("bytes=" + std::to_string(content.size())), std::string::npos) << expected.substr(expected.rfind('\n'));
+    for (const std::size_t window : {std::size_t{4096}, std::size_t{70001}, std::size_t{1} << 20, std::size_t{16} << 20}) {
+      ReaderOptions mapped;
+      mapped.map_window_bytes = window;
+      EXPECT_EQ(read_digest(path, mapped), expected) << "window " << window << (cut ? ", cut trace" : "");
+    }
+  }
+}
+
 }  // namespace
 }  // namespace cumemtrace::analyzer
