@@ -85,12 +85,6 @@ namespace {
 
 constexpr std::uint64_t kEachByte = 0x0101010101010101ull;
 
-// The first n bytes of a word as loaded from memory (n < 8).
-constexpr std::uint64_t first_bytes(std::size_t n) {
-  const std::uint64_t ones = (std::uint64_t{1} << (8 * n)) - 1;
-  return std::endian::native == std::endian::little ? ones : ~(~std::uint64_t{0} >> (8 * n));
-}
-
 }  // namespace
 
 // Decodes with simdjson's On-Demand API: stage 1 indexes the line, then only
