@@ -396,16 +396,9 @@ TEST_F(PoolPreload, SixteenThreadsLoseAndDuplicateNothing) {
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const auto lines = trace();
   const auto done = read_json_lines(manifest_);
-  std::map<long, std::vector<json>> expected_by_thread, written_by_thread;
-  for (const json& e : expected_events(done)) {
-    if (e["ev"] == "alloc" || e["ev"] == "free") expected_by_thread[e["tid"].get<long>()].push_back(e);
-  }
-  for (const json& e : memory_events(lines)) {
-    if (e["ev"] == "alloc" || e["ev"] == "free") written_by_thread[e["tid"].get<long>()].push_back(e);
-  }
-  EXPECT_EQ(written_by_thread.size(), 16u);
-  for (const auto& [tid, expected] : expected_by_thread) {
-    const std::string diff = compare_events(expected, written_by_thread[tid]);
+  const auto differences = compare_events_per_thread(done, lines);
+  EXPECT_EQ(differences.size(), 16u);
+  for (const auto& [tid, diff] : differences) {
     EXPECT_TRUE(diff.empty()) << "thread " << tid << ": " << diff.substr(0, 2000);
   }
   EXPECT_EQ(check_trace_frame(lines, done), "");

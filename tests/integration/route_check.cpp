@@ -98,6 +98,25 @@ std::string compare_events(const std::vector<json>& expected, const std::vector<
   return why.str();
 }
 
+std::map<long, std::string> compare_events_per_thread(const std::vector<json>& manifest,
+                                                      const std::vector<json>& trace) {
+  std::map<long, std::vector<json>> expected_by_thread, written_by_thread;
+  for (const json& e : expected_events(manifest)) {
+    if (e["ev"] == "alloc" || e["ev"] == "free") expected_by_thread[e["tid"].get<long>()].push_back(e);
+  }
+  for (const json& e : memory_events(trace)) {
+    if (e["ev"] == "alloc" || e["ev"] == "free") written_by_thread[e["tid"].get<long>()].push_back(e);
+  }
+  std::map<long, std::string> differences;
+  for (const auto& [tid, expected] : expected_by_thread) {
+    differences[tid] = compare_events(expected, written_by_thread[tid]);
+  }
+  for (const auto& [tid, written] : written_by_thread) {
+    if (!differences.contains(tid)) differences[tid] = compare_events({}, written);
+  }
+  return differences;
+}
+
 std::string check_trace_frame(const std::vector<json>& trace, const std::vector<json>& manifest) {
   std::ostringstream why;
   if (trace.size() < 2 || trace.front()["ev"] != "header" || trace.back()["ev"] != "end") {

@@ -24,6 +24,12 @@ std::vector<nlohmann::json> memory_events(const std::vector<nlohmann::json>& tra
 std::string compare_events(const std::vector<nlohmann::json>& expected,
                            const std::vector<nlohmann::json>& actual);
 
+// compare_events per thread over the alloc and free lines: an entry per
+// thread that allocated in the manifest or in the trace, each the first
+// difference for that thread (empty when its sequence matches exactly).
+std::map<long, std::string> compare_events_per_thread(const std::vector<nlohmann::json>& manifest,
+                                                      const std::vector<nlohmann::json>& trace);
+
 // Empty if the whole trace is well formed: header first, end last with no
 // dropped lines, `t` non-decreasing, a device line before the first use of
 // each device, and `end`'s live count and bytes equal to what the manifest

@@ -164,17 +164,10 @@ TEST_F(Routes, SixteenThreadsLoseAndDuplicateNothing) {
   ASSERT_GT(done.size(), 16u * 100) << "the program did too little to test anything";
 
   // Per thread, exactly the program's own sequence of allocs and frees.
-  std::map<long, std::vector<json>> expected_by_thread, written_by_thread;
-  for (const json& e : expected_events(done)) {
-    if (e["ev"] == "alloc" || e["ev"] == "free") expected_by_thread[e["tid"].get<long>()].push_back(e);
-  }
-  for (const json& e : memory_events(lines)) {
-    if (e["ev"] == "alloc" || e["ev"] == "free") written_by_thread[e["tid"].get<long>()].push_back(e);
-  }
-  EXPECT_EQ(written_by_thread.size(), 16u);
-  for (const auto& [tid, expected] : expected_by_thread) {
+  const auto differences = compare_events_per_thread(done, lines);
+  EXPECT_EQ(differences.size(), 16u);
+  for (const auto& [tid, diff] : differences) {
     SCOPED_TRACE("thread " + std::to_string(tid));
-    const std::string diff = compare_events(expected, written_by_thread[tid]);
     EXPECT_TRUE(diff.empty()) << diff.substr(0, 2000);
   }
   // Every alloc and free has its segment twin right next to it.
