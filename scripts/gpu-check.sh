@@ -226,26 +226,36 @@ verdict() {
 }
 
 # --- routes: each trace exact against the program's own manifest ------------
-# route_check NAME PROGRAM [checker options]: passthrough pool, so every call
-# is its own segment and the manifest says the whole trace.
+# bare_then_traced NAME DIR PROGRAM FILE... [-- ARG...]: PROGRAM FILE... ARG...
+# untraced (each FILE in DIR, prefixed bare-), then under cumemtrace with the
+# passthrough pool, so every call is its own segment and the manifest says
+# the whole trace. False, after a FAIL line, when either run fails.
+bare_then_traced() {
+  local name=$1 d=$2 program=$3; shift 3
+  local files=()
+  while (($#)) && [[ $1 != -- ]]; do files+=("$1"); shift; done
+  (($#)) && shift
+  # Untraced first: each program checks every CUDA result itself, so a
+  # failure here is a difference between the real driver and the sim.
+  if ! timeout "$(limit 120)" "$program" "${files[@]/#/$d/bare-}" "$@" >"$d/bare.stdout" 2>&1; then
+    fail "$name" "the program fails without cumemtrace: $(last_line "$d/bare.stdout")"
+    return 1
+  fi
+  if ! traced "$d" --pool passthrough -- "$program" "${files[@]/#/$d/}" "$@"; then
+    fail "$name" "the program failed under cumemtrace: $(last_line "$d/stderr")"
+    return 1
+  fi
+}
+
+# route_check NAME PROGRAM: a route program of tests/apps and its manifest.
 route_check() {
-  local name=$1 program=$2; shift 2
+  local name=$1 program=$2
   wanted "$name" || return 0
   local d=$out/$name
   [[ -x $program ]] || { fail "$name" "$program was not built"; return; }
   fresh "$d"
-  # Untraced first: each program checks every CUDA result itself, so a
-  # failure here is a difference between the real driver and the sim.
-  if ! timeout "$(limit 120)" "$program" "$d/bare-manifest.jsonl" "$@" >"$d/bare.stdout" 2>&1; then
-    fail "$name" "the program fails without cumemtrace: $(last_line "$d/bare.stdout")"
-    return
-  fi
-  if ! traced "$d" --pool passthrough -- "$program" "$d/manifest.jsonl" "$@"; then
-    fail "$name" "the program failed under cumemtrace: $(last_line "$d/stderr")"
-    return
-  fi
-  verdict "$name" "$d/check.log" checker routes --manifest "$d/manifest.jsonl" --trace "$d/trace.jsonl" \
-    "${route_options[@]}"
+  bare_then_traced "$name" "$d" "$program" manifest.jsonl || return
+  verdict "$name" "$d/check.log" checker routes --manifest "$d/manifest.jsonl" --trace "$d/trace.jsonl"
 }
 
 # The nvcc-built program: static runtime (on the sim: the sim's runtime as an
@@ -256,15 +266,7 @@ gpu_routes_check() {
   local d=$out/$name
   [[ -x $program ]] || { fail "$name" "$program was not built"; return; }
   fresh "$d"
-  # Untraced first: the program checks every CUDA result itself.
-  if ! timeout "$(limit 120)" "$program" "$d/bare-manifest.jsonl" "$d/bare-samples.json" >"$d/bare.stdout" 2>&1; then
-    fail "$name" "the program fails without cumemtrace: $(last_line "$d/bare.stdout")"
-    return
-  fi
-  if ! traced "$d" --pool passthrough -- "$program" "$d/manifest.jsonl" "$d/samples.json"; then
-    fail "$name" "the program failed under cumemtrace: $(last_line "$d/stderr")"
-    return
-  fi
+  bare_then_traced "$name" "$d" "$program" manifest.jsonl samples.json || return
   verdict "$name" "$d/check.log" checker routes --manifest "$d/manifest.jsonl" --trace "$d/trace.jsonl" \
     --program-output "$d/stdout" "$@" || return
   verdict "$name.samples" "$d/samples.log" checker samples --samples "$d/samples.json" \
@@ -273,7 +275,6 @@ gpu_routes_check() {
     "$cli" check --max-leaked-count 1 --max-leaked-bytes 3MiB --max-ooms 0 "$d/trace.jsonl"
 }
 
-route_options=()
 if [[ $sim == 1 ]]; then
   route_check routes.static_runtime "$apps/route_static_runtime"
   gpu_routes_check routes.nvcc_shared "$programs/gpu_routes_host"
@@ -285,7 +286,6 @@ for app in route_runtime route_driver route_stream_ordered route_vmm route_frame
   route_check "routes.${app#route_}" "$apps/$app"
 done
 # Sixteen threads: totals (the per-thread order is the integration test's).
-route_options=()
 if wanted routes.threads; then
   d=$out/routes.threads
   fresh "$d"
