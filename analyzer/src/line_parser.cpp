@@ -2,12 +2,14 @@
 
 #include <simdjson.h>
 
+
 #include <algorithm>
 #include <bit>
 #include <cstring>
 #include <vector>
 
 #include "line_parser_schema.h"
+#include "line_shapes.h"
 
 namespace cumemtrace::analyzer {
 
@@ -92,8 +94,43 @@ constexpr std::uint64_t kEachByte = 0x0101010101010101ull;
 // tape, no copies of the line). Any error simdjson reports, including one met
 // while skipping an unknown field's value, makes the line "invalid JSON".
 struct LineParser::Impl {
+  explicit Impl(bool use_shapes) : use_shapes(use_shapes) {}
+
   simdjson::ondemand::parser line_parser;
   FieldPrediction prediction;
+  // Lines in a shape seen before skip simdjson (see line_shapes.h).
+  const bool use_shapes;
+  LineShapes shapes;
+
+  // Decodes the line at `begin` if it has a known shape: true, with its
+  // '\n' in `end`. It must end with a '\n' that has kPadding readable bytes
+  // after it. False, with nothing kept in `out`, for any other line.
+  bool decode_shape(const char* begin, TraceEvent& out, ParseResult& result, const char*& end) {
+    if (!use_shapes) return false;
+    for (std::size_t attempt = 0; attempt <= shapes.size(); ++attempt) {
+      const LineShapes::Shape* shape = shapes.candidate(begin, attempt);
+      if (shape == nullptr) continue;
+      prepare(out);
+      LineState state(out, &stored);  // on a miss, resets what the attempt stored
+      end = LineShapes::decode(*shape, begin, state);
+      if (end == nullptr) continue;
+      if (attempt != 0) shapes.remember(*shape);
+      ++lines_by_shape;
+      result = state.finish();
+      return true;
+    }
+    return false;
+  }
+
+  std::uint64_t lines_by_shape = 0;
+
+  // A single line, copied with a '\n' for decode_shape().
+  std::vector<char> single_line;
+
+  // After simdjson decoded a line as a valid event: its shape, for the next.
+  void learn_shape(std::string_view line, const ParseResult& result) {
+    if (use_shapes && result.status == ParseResult::Status::ok) shapes.learn(line);
+  }
 
   using Value = simdjson::ondemand::value;
 
@@ -474,6 +511,20 @@ struct LineParser::Impl {
   }
 
   ParseResult parse_line(std::string_view line, TraceEvent& out) {
+    if (use_shapes && shapes.size() != 0) {
+      if (single_line.size() < line.size() + 1 + kPadding) single_line.resize(line.size() + 1 + kPadding);
+      std::memcpy(single_line.data(), line.data(), line.size());
+      single_line[line.size()] = '\n';
+      ParseResult shaped;
+      const char* end = nullptr;
+      if (decode_shape(single_line.data(), out, shaped, end)) return shaped;
+    }
+    const ParseResult result = parse_with_simdjson(line, out);
+    learn_shape(line, result);
+    return result;
+  }
+
+  ParseResult parse_with_simdjson(std::string_view line, TraceEvent& out) {
     prepare(out);
     reserve_scratch(line.size());
     if (line.empty()) return LineState::bad(LineProblem::empty_line, Field::count_);
@@ -504,19 +555,34 @@ struct LineParser::Impl {
   simdjson::ondemand::document_stream::iterator stream_it;
   std::size_t stream_capacity = 0;
 
+  // Lines of known shapes are decoded without simdjson. The others are
+  // parsed alone, until kMissesBeforeStreaming of them in one batch: then
+  // the rest of the batch goes through simdjson's iterate_many, whose one
+  // indexing pass over many lines is cheaper than one per line (a trace
+  // from another writer, or the many stack lines of a trace's start).
+  std::size_t misses = 0;
+  bool stream_tried = false;  // the stream was started (or cannot be) in this batch
+  bool batch_ends_line = false;  // the batch ends with a '\n', as decode_shape() needs
+
   void start_batch(std::string_view lines) {
     batch = lines;
     batch_pos = 0;
+    misses = 0;
+    streaming = false;
+    stream_tried = lines.empty() || lines.size() > kMaxBatchBytes;
+    batch_ends_line = !lines.empty() && lines.back() == '\n';
+  }
+
+  // Starts the stream at the line at `from`, to the batch's end.
+  void start_stream(std::size_t from) {
+    stream_tried = true;
     advance_pending = false;
-    streaming = !lines.empty() && lines.size() <= kMaxBatchBytes;
-    if (!streaming) return;
+    const std::string_view rest = batch.substr(from);
     // A constant batch size: simdjson reallocates its buffers whenever it changes.
-    while (stream_capacity < lines.size()) stream_capacity = stream_capacity ? stream_capacity * 2 : kBatchBytes;
-    if (stream_parser.iterate_many(lines.data(), lines.size(), stream_capacity).get(stream)) {
-      streaming = false;
-      return;
-    }
+    while (stream_capacity < rest.size()) stream_capacity = stream_capacity ? stream_capacity * 2 : kBatchBytes;
+    if (stream_parser.iterate_many(rest.data(), rest.size(), stream_capacity).get(stream)) return;
     stream_it = stream.begin();
+    streaming = true;
   }
 
   // Decodes the next line from the stream; false (and nothing yielded) when
@@ -526,8 +592,8 @@ struct LineParser::Impl {
       ++stream_it;
       advance_pending = false;
     }
-    // The document starts where the line does: the first at the batch's
-    // start, every other right after its predecessor, which ended its line.
+    // The document starts where the line does: the first where the stream
+    // starts, every other right after its predecessor, which ended its line.
     if (!(stream_it != stream.end())) return false;
     auto doc_result = *stream_it;
     if (doc_result.error()) return false;
@@ -557,28 +623,44 @@ struct LineParser::Impl {
     if (batch_pos >= batch.size()) return false;
     const std::size_t line_start = batch_pos;
     const char* begin = batch.data() + line_start;
+    const char* end = nullptr;
+    if (!streaming && batch_ends_line && decode_shape(begin, out, result, end)) {
+      line = std::string_view(begin, static_cast<std::size_t>(end - begin));
+      batch_pos = line_start + line.size() + 1;
+      return true;
+    }
     const auto* newline = static_cast<const char*>(std::memchr(begin, '\n', batch.size() - line_start));
     const std::size_t length = newline ? static_cast<std::size_t>(newline - begin) : batch.size() - line_start;
     line = std::string_view(begin, length);
     batch_pos = line_start + length + 1;
+    if (!streaming && !stream_tried && (!use_shapes || ++misses >= kMissesBeforeStreaming)) {
+      start_stream(line_start);
+    }
     if (streaming) {
-      if (next_from_stream(line_start, line, out, result)) return true;
+      if (next_from_stream(line_start, line, out, result)) {
+        learn_shape(line, result);
+        return true;
+      }
       streaming = false;  // the rest of the batch line by line
     }
-    result = parse_line(line, out);
+    result = parse_with_simdjson(line, out);  // its shape is not known: no second try
+    learn_shape(line, result);
     return true;
   }
 
+  static constexpr std::size_t kMissesBeforeStreaming = 8;
   static constexpr std::size_t kBatchBytes = std::size_t{64} << 10;
   static constexpr std::size_t kMaxBatchBytes = std::size_t{4} << 20;
 };
 
-LineParser::LineParser() : impl_(std::make_unique<Impl>()) {}
+LineParser::LineParser(bool use_shapes) : impl_(std::make_unique<Impl>(use_shapes)) {}
 LineParser::~LineParser() = default;
 
 ParseResult LineParser::parse(std::string_view line, TraceEvent& out) { return impl_->parse_line(line, out); }
 
 void LineParser::start_batch(std::string_view lines) { impl_->start_batch(lines); }
+
+std::uint64_t LineParser::lines_by_shape() const { return impl_->lines_by_shape; }
 
 bool LineParser::next_in_batch(std::string_view& line, TraceEvent& out, ParseResult& result) {
   return impl_->next_in_batch(line, out, result);

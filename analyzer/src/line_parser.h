@@ -47,7 +47,9 @@ struct ParseResult {
 
 class LineParser {
  public:
-  LineParser();
+  // `use_shapes`: decode lines in a shape seen before without simdjson
+  // (line_shapes.h); false only to compare both paths in tests.
+  explicit LineParser(bool use_shapes = true);
   ~LineParser();
   LineParser(const LineParser&) = delete;
   LineParser& operator=(const LineParser&) = delete;
@@ -57,16 +59,20 @@ class LineParser {
   ParseResult parse(std::string_view line, TraceEvent& out);
 
   // Batch mode, for a block of complete lines (each ending in '\n'; kPadding
-  // readable bytes must follow the block). simdjson's iterate_many indexes
-  // the whole block at once instead of line by line; each document is checked
-  // to be exactly its line, and from the first line that is not (or is not a
-  // valid event) to the end of the block, lines go through parse() one by
+  // readable bytes must follow the block). Lines of known shapes are decoded
+  // directly; once a few in the block are not, simdjson's iterate_many
+  // indexes the rest of the block at once instead of line by line; each
+  // document is checked to be exactly its line, and from the first line that
+  // is not (or is not a valid event) to the end of the block, lines go one by
   // one: the results are parse()'s, only faster. The block must stay in place
   // until the batch is done.
   void start_batch(std::string_view lines);
   // Decodes the batch's next line (returned without its '\n') into `out`;
   // false when the batch is done.
   bool next_in_batch(std::string_view& line, TraceEvent& out, ParseResult& result);
+
+  // Lines decoded through a known shape so far (for tests and measurements).
+  std::uint64_t lines_by_shape() const;
 
   static constexpr std::size_t kPadding = 64;
 
@@ -77,5 +83,6 @@ class LineParser {
 
 // Strict "0x…" lowercase hex, 1 to 16 digits.
 bool parse_hex(std::string_view text, std::uint64_t& out);
+
 
 }  // namespace cumemtrace::analyzer::detail

@@ -13,6 +13,10 @@
 #include <limits>
 #include <string_view>
 
+#if defined(__SSE2__) && defined(__x86_64__)
+#include <emmintrin.h>
+#endif
+
 #include "line_parser.h"
 #include "name_table.h"
 
@@ -173,6 +177,45 @@ class FieldPrediction {
   };
   std::array<Order, static_cast<std::size_t>(Event::unknown) + 1> orders_{};
 };
+
+// Eight hex digit values (0..15 per byte, the first digit in the lowest
+// byte) packed into 32 bits, the first digit highest: pairs, then quads.
+inline std::uint64_t pack_eight_nibbles(std::uint64_t x) {
+  x = ((x << 4) | (x >> 8)) & 0x00FF00FF00FF00FFull;
+  x = ((x << 8) | (x >> 16)) & 0x0000FFFF0000FFFFull;
+  return ((x << 16) | (x >> 32)) & 0x00000000FFFFFFFFull;
+}
+
+// parse_hex(), faster, for a text with 18 readable bytes from its start
+// (one in a line, which padding follows): one 16-byte pass, no byte loop.
+[[gnu::always_inline]] inline bool parse_hex_padded(std::string_view text, std::uint64_t& out) {
+#if defined(__SSE2__) && defined(__x86_64__)
+  if (text.size() < 3 || text.size() > 18 || text[0] != '0' || text[1] != 'x') return false;
+  const auto digits = static_cast<unsigned>(text.size() - 2);
+  const __m128i chunk = _mm_loadu_si128(reinterpret_cast<const __m128i*>(text.data() + 2));
+  const auto between = [&](char low, char high) {
+    return _mm_and_si128(_mm_cmpgt_epi8(chunk, _mm_set1_epi8(static_cast<char>(low - 1))),
+                         _mm_cmplt_epi8(chunk, _mm_set1_epi8(static_cast<char>(high + 1))));
+  };
+  const __m128i letter = between('a', 'f');
+  const unsigned wanted = (1u << digits) - 1;
+  if ((static_cast<unsigned>(_mm_movemask_epi8(_mm_or_si128(between('0', '9'), letter))) & wanted) != wanted) {
+    return false;
+  }
+  // '0'..'9' & 0x0F is the digit; 'a'..'f' & 0x0F is 1..6, plus 9. Bytes
+  // past the digits become 0, then shifted out below.
+  __m128i nibbles = _mm_add_epi8(_mm_and_si128(chunk, _mm_set1_epi8(0x0F)), _mm_and_si128(letter, _mm_set1_epi8(9)));
+  const __m128i index = _mm_setr_epi8(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+  nibbles = _mm_and_si128(nibbles, _mm_cmplt_epi8(index, _mm_set1_epi8(static_cast<char>(digits))));
+  const auto first = static_cast<std::uint64_t>(_mm_cvtsi128_si64(nibbles));
+  const auto second = static_cast<std::uint64_t>(_mm_cvtsi128_si64(_mm_unpackhi_epi64(nibbles, nibbles)));
+  const std::uint64_t sixteen = (pack_eight_nibbles(first) << 32) | pack_eight_nibbles(second);
+  out = sixteen >> (4 * (16 - digits));
+  return true;
+#else
+  return parse_hex(text, out);
+#endif
+}
 
 // Event and memory-kind names, spelt by trace_format.h.
 constexpr std::size_t kKnownEvents = static_cast<std::size_t>(Event::unknown);
@@ -357,14 +400,14 @@ struct LineState {
   // The text of a string value, as it would be without escapes, when it
   // is one that holds no escape (a hex number, an event or memory kind name:
   // most strings of a line): stored, and true. False, with nothing stored,
-  // when only a scan for backslashes could tell. 16 bytes from the text's
+  // when only a scan for backslashes could tell. 18 bytes from the text's
   // start must be readable (a line's padding covers them).
   [[gnu::always_inline]] bool string_without_escapes(Field f, std::string_view text) {
     switch (f) {
       case Field::ptr:
       case Field::stream: {
         std::uint64_t value = 0;
-        if (!parse_hex(text, value)) return false;
+        if (!parse_hex_padded(text, value)) return false;
         if (f == Field::ptr) out.ptr = value;
         else out.stream = value;
         break;

@@ -20,6 +20,7 @@
 #include "cumemtrace/analyzer/diff.h"
 #include "cumemtrace/analyzer/report.h"
 #include "cumemtrace/analyzer/trace_reader.h"
+#include "../support/event_digest.h"
 #include "line_parser.h"
 
 namespace {
@@ -48,19 +49,8 @@ void read_whole_trace(const std::string& path, ReaderOptions options) {
   std::abort();
 }
 
-std::string digest(const detail::ParseResult& r, const TraceEvent& e) {
-  std::string out = r.describe() + "/" + std::to_string(static_cast<int>(r.status)) + "/" +
-                    std::to_string(r.unknown_fields);
-  if (r.status != detail::ParseResult::Status::ok) return out;
-  out += "/" + std::to_string(static_cast<int>(e.ev)) + "/" + std::to_string(e.t) + "/" + std::to_string(e.ptr) +
-         "/" + std::to_string(e.size) + "/" + std::to_string(e.dev) + "/" + std::string(e.api) + "/" +
-         std::string(e.kind) + "/" + std::string(e.name) + "/" + std::to_string(e.frames.size()) + "/" +
-         std::to_string(e.argv.size()) + "/" + std::to_string(e.block.value_or(1)) + "/" +
-         std::to_string(e.stream.value_or(1)) + "/" + std::to_string(e.stack) + "/" + e.config_json;
-  return out;
-}
-
-// Batch decoding of every complete line against decoding each line alone.
+// Batch decoding of every complete line (with line shapes: most lines then
+// skip simdjson) against decoding each line alone, with and without shapes.
 void compare_batch_with_single_lines(const std::uint8_t* data, std::size_t size) {
   const std::string_view input(reinterpret_cast<const char*>(data), size);
   const std::size_t last_newline = input.rfind('\n');
@@ -68,10 +58,12 @@ void compare_batch_with_single_lines(const std::uint8_t* data, std::size_t size)
   const std::string block(input.substr(0, last_newline + 1));
   const std::string padded = block + std::string(detail::LineParser::kPadding, '\0');
   detail::LineParser batch_parser;
-  detail::LineParser single_parser;
+  detail::LineParser single_parser(/*use_shapes=*/false);
+  detail::LineParser shaped_single_parser;
   batch_parser.start_batch(std::string_view(padded.data(), block.size()));
   std::string_view line;
   TraceEvent batch_event;
+  TraceEvent shaped_event;  // one for all lines, as the reader keeps one
   detail::ParseResult result;
   std::size_t start = 0;
   while (batch_parser.next_in_batch(line, batch_event, result)) {
@@ -81,12 +73,15 @@ void compare_batch_with_single_lines(const std::uint8_t* data, std::size_t size)
     if (line != std::string_view(alone.data(), alone.size() - detail::LineParser::kPadding)) {
       mismatch(line, "a different line", std::string(alone.data(), alone.size() - detail::LineParser::kPadding));
     }
-    const std::string batch_digest = digest(result, batch_event);
+    const std::string batch_digest = cumemtrace::test::event_digest(result, batch_event);
+    const std::string_view alone_line(alone.data(), alone.size() - detail::LineParser::kPadding);
     TraceEvent single_event;  // fresh for every line: nothing left from earlier lines
-    const detail::ParseResult single =
-        single_parser.parse(std::string_view(alone.data(), alone.size() - detail::LineParser::kPadding), single_event);
-    const std::string single_digest = digest(single, single_event);
+    const detail::ParseResult single = single_parser.parse(alone_line, single_event);
+    const std::string single_digest = cumemtrace::test::event_digest(single, single_event);
     if (batch_digest != single_digest) mismatch(line, batch_digest, single_digest);
+    const detail::ParseResult shaped = shaped_single_parser.parse(alone_line, shaped_event);
+    const std::string shaped_digest = cumemtrace::test::event_digest(shaped, shaped_event);
+    if (shaped_digest != single_digest) mismatch(line, shaped_digest, single_digest);
   }
   if (start != block.size()) mismatch("(end of batch)", "stopped early", "more lines");
 }

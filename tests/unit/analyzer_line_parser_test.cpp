@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "line_parser.h"
+#include "line_parser_schema.h"
 
 namespace cumemtrace::analyzer::detail {
 namespace {
@@ -340,6 +341,14 @@ TEST(LineParser, HexAgreesWithTheStandardLibraryOnEveryLengthAndDigit) {
     EXPECT_EQ(parse_hex("0x" + digits, actual), valid) << digits;
     if (valid) {
       EXPECT_EQ(actual, expected) << digits;
+    }
+    // The 16-byte version, with random bytes after the text as in a line.
+    std::string padded = "0x" + digits;
+    for (int i = 0; i < 18; ++i) padded += static_cast<char>(random() >> 56);
+    std::uint64_t fast = 0;
+    EXPECT_EQ(parse_hex_padded(std::string_view(padded.data(), length + 2), fast), valid) << digits;
+    if (valid) {
+      EXPECT_EQ(fast, expected) << digits;
     }
   }
 }

@@ -23,6 +23,7 @@ add_executable(analyzer_unit_tests
   analyzer_growth_test.cpp
   analyzer_html_test.cpp
   analyzer_line_parser_test.cpp
+  analyzer_line_shapes_test.cpp
   analyzer_memory_test.cpp
   analyzer_multi_report_test.cpp
   analyzer_oom_test.cpp
@@ -40,6 +41,7 @@ target_link_libraries(analyzer_unit_tests PRIVATE
 target_compile_definitions(analyzer_unit_tests PRIVATE
   CUMEMTRACE_CLI="$<TARGET_FILE:cumemtrace>"
   CUMEMTRACE_TEST_PRELOAD1="$<TARGET_FILE:analyzer_test_empty_preload1>"
-  CUMEMTRACE_TEST_PRELOAD2="$<TARGET_FILE:analyzer_test_empty_preload2>")
+  CUMEMTRACE_TEST_PRELOAD2="$<TARGET_FILE:analyzer_test_empty_preload2>"
+  CUMEMTRACE_GOLDEN_TRACES="${CMAKE_SOURCE_DIR}/tests/integration/golden/traces")
 add_dependencies(analyzer_unit_tests cumemtrace analyzer_test_empty_preload1 analyzer_test_empty_preload2)
 gtest_discover_tests(analyzer_unit_tests TEST_PREFIX "analyzer." DISCOVERY_TIMEOUT 60)
