@@ -126,6 +126,10 @@ constexpr std::array<std::uint64_t, 9> kPowersOfTen = {1, 10, 100, 1000, 10000, 
   length = count_digits(p);
   if (length == 16) length += count_digits(p + 16);
   if (length == 0 || length > 19 || (length > 1 && *p == '0')) return false;
+  if (length <= 8) {  // most numbers: one step
+    value = eight_digits(digit_values(p) << (8 * (8 - length)));
+    return true;
+  }
   std::uint64_t v = 0;
   std::size_t done = 0;
   for (; length - done >= 8; done += 8) v = v * 100000000 + eight_digits(digit_values(p + done));
@@ -144,18 +148,16 @@ constexpr std::array<std::uint64_t, 9> kPowersOfTen = {1, 10, 100, 1000, 10000, 
 }
 
 const LineShapes::Shape* LineShapes::candidate(const char* begin, std::size_t attempt) {
-  std::size_t index = 0;
   if (attempt == 0) {
-    // The shape last seen with these first bytes, found without a branch on
+    // The shape last seen with this event name, found without a branch on
     // which kind the line is (alloc and free lines alternate at random).
+    // Almost always right: its first run is left to decode() to check.
     guess_name_ = name_slot(begin);
     guess_ = by_name_[guess_name_];
-    index = guess_;
-  } else {
-    index = attempt - 1;
-    if (index == guess_) return nullptr;
+    return guess_ < count_ ? &shapes_[guess_] : nullptr;
   }
-  if (index >= count_) return nullptr;
+  const std::size_t index = attempt - 1;
+  if (index == guess_ || index >= count_) return nullptr;
   const Shape& shape = shapes_[index];
   return shape.first_run().matches(begin, shape) ? &shape : nullptr;
 }
@@ -235,11 +237,26 @@ const char* LineShapes::decode(const Shape& shape, const char* begin, LineState&
   return *p == '\n' ? p : nullptr;
 }
 
-// The 16 bytes after `{"ev":"`, hashed: the event's name and what follows
-// it tell most shapes apart (`segment_alloc","t` from `segment_free","t"`).
+// The event's name, hashed: up to 16 bytes after `{"ev":"`, cut at the
+// name's closing quote (what follows is the first value, different on
+// every line).
 std::size_t LineShapes::name_slot(const char* begin) {
-  const std::uint64_t first = load_word(begin + kNameOffset);
-  const std::uint64_t second = load_word(begin + kNameOffset + 8);
+  std::uint64_t first = 0;
+  std::uint64_t second = 0;
+#if defined(__SSE2__) && defined(__x86_64__)
+  const __m128i chunk = _mm_loadu_si128(reinterpret_cast<const __m128i*>(begin + kNameOffset));
+  const auto quotes = static_cast<unsigned>(_mm_movemask_epi8(_mm_cmpeq_epi8(chunk, _mm_set1_epi8('"'))));
+  const auto length = static_cast<char>(std::countr_zero(quotes | 0x10000u));
+  const __m128i index = _mm_setr_epi8(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+  const __m128i name = _mm_and_si128(chunk, _mm_cmplt_epi8(index, _mm_set1_epi8(length)));
+  first = static_cast<std::uint64_t>(_mm_cvtsi128_si64(name));
+  second = static_cast<std::uint64_t>(_mm_cvtsi128_si64(_mm_unpackhi_epi64(name, name)));
+#else
+  char name[16] = {};
+  for (std::size_t i = 0; i < 16 && begin[kNameOffset + i] != '"'; ++i) name[i] = begin[kNameOffset + i];
+  std::memcpy(&first, name, 8);
+  std::memcpy(&second, name + 8, 8);
+#endif
   return static_cast<std::size_t>(((first * 0x9E3779B97F4A7C15ull) ^ (second * 0xC2B2AE3D27D4EB4Full)) >> 58);
 }
 

@@ -88,8 +88,9 @@ class LineShapes {
 
   // The line at `begin` ends with a '\n' that has 32 readable bytes after
   // it (a batch's lines, or a copy). Shapes to try for it are
-  // candidate(begin, 0), candidate(begin, 1), ... up to size(): a shape, if
-  // the line starts as it does, or nullptr. Try them in that order.
+  // candidate(begin, 0), candidate(begin, 1), ... up to size(): a shape
+  // that may fit (the first is a guess; the others start as the line
+  // does), or nullptr. Try them in that order.
   const Shape* candidate(const char* begin, std::size_t attempt);
 
   // Decodes the line at `begin` as having `shape`: stores its values into
