@@ -556,18 +556,21 @@ struct LineParser::Impl {
   std::size_t stream_capacity = 0;
 
   // Lines of known shapes are decoded without simdjson. The others are
-  // parsed alone, until kMissesBeforeStreaming of them in one batch: then
-  // the rest of the batch goes through simdjson's iterate_many, whose one
-  // indexing pass over many lines is cheaper than one per line (a trace
-  // from another writer, or the many stack lines of a trace's start).
+  // parsed alone (and their shapes learnt), until kMissesBeforeStreaming of
+  // them in one batch outnumber its lines of known shapes: then the rest of
+  // the batch goes through simdjson's iterate_many, whose one indexing pass
+  // over many lines is cheaper than one per line (a trace from another
+  // writer). Stack lines, which no shape fits, mixed with alloc and free
+  // lines are parsed alone.
   std::size_t misses = 0;
+  std::size_t shaped = 0;  // lines of this batch decoded through a shape
   bool stream_tried = false;  // the stream was started (or cannot be) in this batch
   bool batch_ends_line = false;  // the batch ends with a '\n', as decode_shape() needs
 
   void start_batch(std::string_view lines) {
     batch = lines;
     batch_pos = 0;
-    misses = 0;
+    misses = shaped = 0;
     streaming = false;
     stream_tried = lines.empty() || lines.size() > kMaxBatchBytes;
     batch_ends_line = !lines.empty() && lines.back() == '\n';
@@ -627,20 +630,19 @@ struct LineParser::Impl {
     if (!streaming && batch_ends_line && decode_shape(begin, out, result, end)) {
       line = std::string_view(begin, static_cast<std::size_t>(end - begin));
       batch_pos = line_start + line.size() + 1;
+      ++shaped;
       return true;
     }
     const auto* newline = static_cast<const char*>(std::memchr(begin, '\n', batch.size() - line_start));
     const std::size_t length = newline ? static_cast<std::size_t>(newline - begin) : batch.size() - line_start;
     line = std::string_view(begin, length);
     batch_pos = line_start + length + 1;
-    if (!streaming && !stream_tried && (!use_shapes || ++misses >= kMissesBeforeStreaming)) {
+    if (!streaming && !stream_tried && (!use_shapes || (++misses >= kMissesBeforeStreaming && misses > shaped))) {
       start_stream(line_start);
     }
     if (streaming) {
-      if (next_from_stream(line_start, line, out, result)) {
-        learn_shape(line, result);
-        return true;
-      }
+      // No shapes learnt here: none would be tried before the batch's end.
+      if (next_from_stream(line_start, line, out, result)) return true;
       streaming = false;  // the rest of the batch line by line
     }
     result = parse_with_simdjson(line, out);  // its shape is not known: no second try
