@@ -1,14 +1,18 @@
 #include "byte_source.h"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <zstd.h>
 
 #include <algorithm>
+#include <array>
+#include <atomic>
 #include <cerrno>
 #include <cstring>
+#include <mutex>
 #include <vector>
 
 #include "cumemtrace/analyzer/trace_reader.h"
@@ -20,6 +24,71 @@ constexpr unsigned char kZstdMagic[4] = {0x28, 0xB5, 0x2F, 0xFD};
 
 [[noreturn]] void throw_errno(const std::string& path, const char* what, int err) {
   throw TraceError(path + ": " + what + ": " + std::strerror(err));
+}
+
+// Reading a page of a mapped file that was truncated behind it raises
+// SIGBUS (mmap(2): "Attempted access to a portion of the buffer that does
+// not correspond to the file"). Mapped windows are noted here; a SIGBUS
+// inside one maps zero pages over the rest of it, so the read goes on and
+// the reader then reports the file as changed, instead of the analyzer
+// dying on a file someone truncated. Any other SIGBUS goes to the handler
+// that was there before, or kills as it would have. Lock-free slots: the
+// handler may only read them.
+struct MappedWindow {
+  std::atomic<const char*> begin{nullptr};
+  std::atomic<std::size_t> size{0};
+  std::atomic<int> lost{0};
+};
+std::array<MappedWindow, 64> g_windows;  // more windows at once: not covered
+struct sigaction g_previous_sigbus {};
+
+void on_sigbus(int signal, siginfo_t* info, void* context) {
+  const auto* address = static_cast<const char*>(info->si_addr);
+  for (MappedWindow& window : g_windows) {
+    const char* begin = window.begin.load(std::memory_order_acquire);
+    const std::size_t size = window.size.load(std::memory_order_acquire);
+    if (begin == nullptr || address < begin || address >= begin + size) continue;
+    static const auto page = static_cast<std::uintptr_t>(::sysconf(_SC_PAGESIZE));
+    const auto from = reinterpret_cast<std::uintptr_t>(address) / page * page;
+    const auto to = reinterpret_cast<std::uintptr_t>(begin) + size;
+    void* zeros = ::mmap(reinterpret_cast<void*>(from), to - from, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED,
+                         -1, 0);
+    if (zeros == MAP_FAILED) break;
+    window.lost.store(1, std::memory_order_relaxed);
+    return;  // the read is retried, on zeros
+  }
+  if ((g_previous_sigbus.sa_flags & SA_SIGINFO) != 0 && g_previous_sigbus.sa_sigaction != nullptr) {
+    g_previous_sigbus.sa_sigaction(signal, info, context);
+    return;
+  }
+  if (g_previous_sigbus.sa_handler != SIG_DFL && g_previous_sigbus.sa_handler != SIG_IGN) {
+    g_previous_sigbus.sa_handler(signal);
+    return;
+  }
+  // The default action: the faulting read is retried and kills as without us.
+  ::signal(SIGBUS, SIG_DFL);
+}
+
+// The slot noting a new window, or -1 if all are taken.
+int note_window(const char* begin, std::size_t size) {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    struct sigaction action {};
+    action.sa_sigaction = on_sigbus;
+    action.sa_flags = SA_SIGINFO;
+    sigemptyset(&action.sa_mask);
+    ::sigaction(SIGBUS, &action, &g_previous_sigbus);
+  });
+  for (std::size_t i = 0; i < g_windows.size(); ++i) {
+    const char* empty = nullptr;
+    MappedWindow& window = g_windows[i];
+    // A free slot has size 0: claimed, it matches nothing until sized.
+    if (!window.begin.compare_exchange_strong(empty, begin, std::memory_order_acq_rel)) continue;
+    window.lost.store(0, std::memory_order_relaxed);
+    window.size.store(size, std::memory_order_release);
+    return static_cast<int>(i);
+  }
+  return -1;
 }
 
 // A file descriptor, plus a few bytes already read to sniff the format that
@@ -78,6 +147,7 @@ class FileSource final : public ByteSource {
     ::madvise(map, span, MADV_SEQUENTIAL);  // read ahead, drop behind
     map_ = map;
     map_size_ = span;
+    window_slot_ = note_window(static_cast<const char*>(map), span);
     return std::string_view(static_cast<const char*>(map) + (offset - start), length);
   }
 
@@ -89,9 +159,21 @@ class FileSource final : public ByteSource {
     peek_pos_ = 0;
   }
 
+  bool window_lost_bytes() const override {
+    return lost_ || (window_slot_ >= 0 && g_windows[static_cast<std::size_t>(window_slot_)].lost.load() != 0);
+  }
+
  private:
   void unmap() {
-    if (map_ != nullptr) ::munmap(map_, map_size_);
+    if (map_ == nullptr) return;
+    if (window_slot_ >= 0) {
+      lost_ = window_lost_bytes();
+      MappedWindow& window = g_windows[static_cast<std::size_t>(window_slot_)];
+      window.size.store(0, std::memory_order_release);
+      window.begin.store(nullptr, std::memory_order_release);
+      window_slot_ = -1;
+    }
+    ::munmap(map_, map_size_);
     map_ = nullptr;
   }
 
@@ -113,6 +195,8 @@ class FileSource final : public ByteSource {
   std::string peeked_;
   std::size_t peek_pos_ = 0;
   bool mappable_ = false;
+  bool lost_ = false;  // a window of this file lost bytes (see on_sigbus)
+  int window_slot_ = -1;  // in g_windows
   void* map_ = nullptr;
   std::size_t map_size_ = 0;
 };

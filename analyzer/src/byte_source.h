@@ -31,6 +31,10 @@ class ByteSource {
   // drops the window.
   virtual std::string_view map_window(std::uint64_t /*offset*/, std::size_t /*length*/) { return {}; }
   virtual void seek(std::uint64_t /*offset*/) {}
+  // True once part of a mapped window vanished because the file shrank
+  // while it was mapped: those bytes read as zeros instead of killing the
+  // process with SIGBUS, and the reader must give up on the file.
+  virtual bool window_lost_bytes() const { return false; }
 };
 
 // Opens `path` ("-": standard input) and, if it starts with the zstd magic

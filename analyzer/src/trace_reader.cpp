@@ -193,6 +193,7 @@ void TraceReader::record_bad_line(std::uint64_t line, std::string reason) {
 }
 
 void TraceReader::finish() {
+  if (source_->window_lost_bytes()) throw TraceError(path_ + ": the file shrank while it was being read");
   finished_ = true;
   if (progress_) progress_->finish();
   stats_.last_complete_line = stats_.lines;
@@ -329,6 +330,7 @@ const TraceEvent* TraceReader::next() {
         continue;
       }
       in_batch_ = false;
+      if (source_->window_lost_bytes()) throw TraceError(path_ + ": the file shrank while it was being read");
     }
     if (start_batch()) continue;
     const LineStatus status = read_line(line);

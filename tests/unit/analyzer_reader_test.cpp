@@ -1,5 +1,6 @@
 // TraceReader on hand-written traces: valid, damaged, foreign and compressed.
 #include <gtest/gtest.h>
+#include <unistd.h>
 #include <zstd.h>
 
 #include <vector>
@@ -423,6 +424,40 @@ TEST(TraceReader, MappedWindowsReadExactlyWhatReadingIntoTheBufferReads) {
       EXPECT_EQ(read_digest(path, mapped), expected) << "window " << window << (cut ? ", cut trace" : "");
     }
   }
+}
+
+// A plain file is read through mapped windows: truncated behind the
+// reader, its lost pages would raise SIGBUS on the next read. The reader
+// must say the file changed, not kill the process.
+TEST(TraceReader, AFileThatShrinksWhileItIsReadIsAnErrorNotACrash) {
+  TempDir tmp;
+  std::vector<std::string> lines = {testing::header_line()};
+  for (int i = 0; lines.size() < 30000; ++i) {
+    const std::string ptr = "0x" + std::to_string(1000 + i);
+    lines.push_back(testing::alloc_line(static_cast<std::uint64_t>(i), ptr.c_str(), 4096));
+    lines.push_back(testing::free_line(static_cast<std::uint64_t>(i), ptr.c_str(), 4096));
+  }
+  const std::string content = testing::join_lines(lines) + testing::end_line(99999999) + "\n";
+  const std::string path = tmp.path("shrinks.jsonl");
+  testing::write_file(path, content);
+  ReaderOptions options;
+  options.map_window_bytes = std::size_t{256} << 10;
+  std::string error = "(no error)";
+  std::uint64_t events = 0;
+  try {
+    TraceReader reader(path, options);
+    while (reader.next() != nullptr) {
+      // Well past the first read, in a mapped window: cut the file behind it.
+      if (++events == 20000) {
+        ASSERT_EQ(::truncate(path.c_str(), 1 << 20), 0);
+      }
+    }
+  } catch (const TraceError& e) {
+    error = e.what();
+  }
+  EXPECT_GE(events, 20000u);  // everything read before the cut is yielded
+  EXPECT_LT(events, lines.size());
+  EXPECT_NE(error.find("the file shrank while it was being read"), std::string::npos) << error;
 }
 
 }  // namespace

@@ -7,8 +7,8 @@
 //
 // Memory is bounded by the longest line (at most ReaderOptions::max_line_bytes
 // plus the read buffer) and the mapped window, never by the length of the
-// file. A plain file must not shrink while it is read (its mapped pages
-// would vanish); appending to it is fine.
+// file. Appending to a file while it is read is fine; a file that shrinks
+// while it is read (its mapped pages vanish) throws TraceError.
 #pragma once
 
 #include <array>
