@@ -218,6 +218,22 @@ const char* LineShapes::decode(const Shape& shape, const char* begin, LineState&
       case Store::unknown_key:
         ++state.unknown_keys;
         break;
+      case Store::memory_kind:
+        // What string_without_escapes() stores for a known memory kind.
+        if (length != 0 && length == slot.last_kind_length &&
+            same_bytes(text.data(), slot.last_kind_name.data(), length, (std::uint32_t{1} << length) - 1)) {
+          state.memory_kind = slot.last_kind;
+          out.kind = text;
+        } else if (state.string_without_escapes(f, text)) {
+          if (length <= 16) {
+            std::memcpy(slot.last_kind_name.data(), text.data(), length);
+            slot.last_kind_length = static_cast<std::uint8_t>(length);
+            slot.last_kind = state.memory_kind;
+          }
+        } else {
+          state.string(f, text, true);
+        }
+        break;
       default: {
         if (kFields[static_cast<std::size_t>(f)].kind == ValueKind::string) {
           // The line's padding covers the 16 bytes these lookups read.
@@ -286,6 +302,8 @@ void LineShapes::choose_store(Slot& slot) {
     slot.string_member = kStringMembers[i];
   } else if (kind == ValueKind::hex) {
     slot.how = Store::hex;
+  } else if (f == Field::kind) {
+    slot.how = Store::memory_kind;
   }
 }
 

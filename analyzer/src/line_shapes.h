@@ -58,7 +58,8 @@ class LineShapes {
     device,         // a number into `dev`, if it is at most INT_MAX
     string_member,  // a string into a plain string member
     hex,            // a string parsed as "0x…" into ptr or stream
-    general,        // LineState decides (types, ranges, event names, kinds)
+    memory_kind,    // `kind`: kept as text, and looked up as a memory kind
+    general,        // LineState decides (types, ranges, wrong types)
     unknown_key,    // a key the event does not define: counted, skipped
   };
 
@@ -70,6 +71,11 @@ class LineShapes {
     Store how = Store::general;
     UintMember uint_member = nullptr;
     StringMember string_member = nullptr;
+    // memory_kind: the last name looked up and what it was (lines of a
+    // shape mostly repeat it: "device"), to skip the lookup next time.
+    mutable std::uint8_t last_kind_length = 0;  // 0: none
+    mutable format::MemoryKind last_kind = format::MemoryKind::unknown;
+    mutable std::array<char, 48> last_kind_name{};  // 32 readable past any name up to 16
   };
 
   struct Shape {
