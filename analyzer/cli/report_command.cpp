@@ -56,6 +56,8 @@ OneReport report_one(const std::string& path, const std::string& format, bool wi
   const analyzer::ReaderStats& stats = reader.stats();
   spdlog::debug("{}: read {} lines ({} bytes, {} events) in {:.3f} s: {:.2f} million events/s", path, stats.lines,
                 stats.bytes, events, seconds, seconds > 0 ? events / seconds / 1e6 : 0.0);
+  spdlog::debug("{} of {} lines decoded through a known line shape, the others by simdjson", stats.lines_by_shape,
+                stats.lines);
   spdlog::debug("{} bad lines, {} unknown events, {} unknown fields, truncated: {}", stats.bad_lines,
                 stats.unknown_events, stats.unknown_fields, stats.truncated);
   OneReport report;

@@ -195,6 +195,7 @@ void TraceReader::record_bad_line(std::uint64_t line, std::string reason) {
 void TraceReader::finish() {
   if (source_->window_lost_bytes()) throw TraceError(path_ + ": the file shrank while it was being read");
   finished_ = true;
+  stats_.lines_by_shape = parser_->lines_by_shape();
   if (progress_) progress_->finish();
   stats_.last_complete_line = stats_.lines;
   stats_.truncated = !stats_.has_end || stats_.partial_last_line || source_->ended_inside_frame();

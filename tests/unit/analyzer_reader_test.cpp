@@ -426,6 +426,23 @@ TEST(TraceReader, MappedWindowsReadExactlyWhatReadingIntoTheBufferReads) {
   }
 }
 
+TEST(TraceReader, CountsTheLinesDecodedThroughALineShape) {
+  TempDir tmp;
+  std::vector<std::string> lines = {testing::header_line()};
+  for (int i = 0; i < 50; ++i) {
+    const std::string ptr = "0x" + std::to_string(1000 + i);
+    lines.push_back(testing::alloc_line(static_cast<std::uint64_t>(i), ptr.c_str(), 4096));
+    lines.push_back(testing::free_line(static_cast<std::uint64_t>(i), ptr.c_str(), 4096));
+  }
+  const std::string path = tmp.path("shapes.jsonl");
+  testing::write_file(path, testing::join_lines(lines) + testing::end_line(99999999) + "\n");
+  TraceReader reader(path);
+  EXPECT_EQ(read_all(reader).kinds.size(), 102u);
+  // The header, the end and the first alloc and free teach; the rest follow.
+  EXPECT_EQ(reader.stats().lines_by_shape, 98u);
+  EXPECT_EQ(reader.stats().lines, 102u);
+}
+
 // A plain file is read through mapped windows: truncated behind the
 // reader, its lost pages would raise SIGBUS on the next read. The reader
 // must say the file changed, not kill the process.

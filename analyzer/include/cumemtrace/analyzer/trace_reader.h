@@ -61,6 +61,7 @@ inline constexpr std::size_t kEventKindCount = static_cast<std::size_t>(format::
 
 struct ReaderStats {
   std::uint64_t lines = 0;         // complete lines read, the header included
+  std::uint64_t lines_by_shape = 0;  // of those, decoded through a known line shape (line_shapes.h)
   std::uint64_t bytes = 0;         // decompressed bytes read
   std::array<std::uint64_t, kEventKindCount> events_by_kind{};  // index: format::Event
   std::uint64_t unknown_events = 0;  // lines with an `ev` this reader does not know
