@@ -73,6 +73,10 @@ printf '| %-62s | %14s | %14s |\n' "heaptrack_print, heaptrack trace ($heaptrack
 printf '| %-62s | %14s | %14s |\n' "cumemtrace / heaptrack_print, per event" \
   "$(awk -v a="$trace_events" -v b="$ours_wall" -v c="$heaptrack_events" -v d="$theirs_wall" 'BEGIN {printf "%.2fx", (a / b) / (c / d)}')" \
   "$(awk -v a="$trace_events" -v b="$ours_cpu" -v c="$heaptrack_events" -v d="$theirs_cpu" 'BEGIN {printf "%.2fx", (a / b) / (c / d)}')"
+# How the synthetic lines were decoded (analyzer/src/line_shapes.h), untimed.
+"$cli" -v report "$scratch/synthetic.jsonl" 2>"$scratch/verbose" >/dev/null
+shaped=$(sed -n 's/.*: \([0-9]*\) of \([0-9]*\) lines decoded through a known line shape.*/\1 of \2/p' "$scratch/verbose")
+echo "lines decoded through a known line shape (the rest by simdjson): ${shaped:-unknown}"
 echo "timed (CPU seconds user+sys, median of $runs runs of each, alternating):"
 echo "  taskset -c $cpu $cli report SYNTHETIC.jsonl        ($trace_events lines, every one an event)"
 echo "  taskset -c $cpu heaptrack_print WORKLOAD.${heaptrack_file##*.}   ($heaptrack_events '+'/'-' lines: malloc and free calls)"
