@@ -36,6 +36,7 @@ bool enough_matches(std::uint64_t matches, std::uint64_t total) { return matches
 // Reads `steps != 0` for `started` (the same, see GrowthSeries), and counts a
 // rise or a fall without branching on which (as random as the sites' values),
 // so that the common case touches one cache line and mispredicts nothing.
+// Unsigned wrap-around keeps the sums exact.
 [[gnu::always_inline]] inline void add_samples(GrowthSeries& g, std::uint64_t value, std::uint64_t k) {
   const std::uint64_t last = g.last;
   if (g.seen > 0 && (g.steps != 0 || value != last)) {
@@ -45,14 +46,16 @@ bool enough_matches(std::uint64_t matches, std::uint64_t total) { return matches
       g.start_boundary = g.seen - 1;
     }
     ++g.steps;
-    const bool up = value > last;
-    const bool down = value < last;
-    if (up && g.ups == 0) [[unlikely]] g.first_rise = g.seen;
-    g.last_rise = up ? g.seen : g.last_rise;
+    // 0 or 1, and masks of all zeros or all ones (GCC turns ?: back into
+    // branches here).
+    const std::uint64_t up = value > last;
+    const std::uint64_t down = value < last;
+    if (g.ups == 0 && up != 0) [[unlikely]] g.first_rise = g.seen;  // ups == 0: only until the first rise
+    g.last_rise += (g.seen - g.last_rise) & (0 - up);
     g.ups += up;
-    g.up_total += up ? value - last : 0;
+    g.up_total += (value - last) & (0 - up);
     g.downs += down;
-    g.down_total += down ? last - value : 0;
+    g.down_total += (last - value) & (0 - down);
   }
   g.last = value;
   if (g.steps != 0) g.steps += k - 1;  // the value held over the other boundaries
