@@ -215,7 +215,7 @@ void Analysis::on_alloc(const TraceEvent& e) {
   growth_.before_change(site, sites_[site], static_cast<std::int64_t>(e.size), true);
   sites_.add(site, e.size);
   const std::uint64_t block = e.block.value_or(0);
-  live = LiveAllocation{e.size, e.t, e.stack, block, site, e.dev, intern_api(e.api), e.memory_kind};
+  live = LiveAllocation{e.size, block, site, e.dev, e.t, e.stack, intern_api(e.api), e.memory_kind};
   if (d.memory.allocated.add(e.size, e.t)) note_peak_phase(d.memory.allocated_peak_phase, e.tid);
   ++d.memory.allocs;
   ++d.memory.live_allocations;
