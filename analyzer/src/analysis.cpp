@@ -41,16 +41,14 @@ const std::vector<OwnedFrame>* StackTable::find(std::uint64_t id) const {
 
 Analysis::Analysis() { api_names_.emplace_back(kOtherApi); }
 
-DeviceInfo& Analysis::device(int dev) {
-  if (last_device_ != nullptr && last_device_->dev == dev) return *last_device_;
+DeviceInfo& Analysis::find_device(int dev) {
   auto [it, inserted] = devices_.try_emplace(dev);
   if (inserted) it->second.dev = dev;
   last_device_ = &it->second;  // std::map nodes never move
   return it->second;
 }
 
-std::uint16_t Analysis::intern_api(std::string_view api) {
-  if (api_names_[last_api_] == api) return last_api_;
+std::uint16_t Analysis::find_api(std::string_view api) {
   for (std::size_t i = 0; i < api_names_.size(); ++i) {
     if (api_names_[i] == api) return last_api_ = static_cast<std::uint16_t>(i);
   }
@@ -61,10 +59,25 @@ std::uint16_t Analysis::intern_api(std::string_view api) {
 
 void Analysis::consume(const TraceEvent& e) {
   using format::Event;
+  // Allocs and frees are nearly all events: each a tail call, with the rest
+  // out of line, so that this saves no registers.
+  if (e.ev == Event::alloc) {
+    last_t_ = std::max(last_t_, e.t);
+    return on_alloc(e);
+  }
+  if (e.ev == Event::free) {
+    last_t_ = std::max(last_t_, e.t);
+    return on_free(e);
+  }
+  return on_other(e);
+}
+
+void Analysis::on_other(const TraceEvent& e) {
+  using format::Event;
   if (e.ev != Event::header && e.ev != Event::stack) last_t_ = std::max(last_t_, e.t);
   switch (e.ev) {
-    case Event::alloc: on_alloc(e); break;
-    case Event::free: on_free(e); break;
+    case Event::alloc:
+    case Event::free: break;  // consume()
     case Event::segment_alloc: on_segment_alloc(e); break;
     case Event::segment_free: on_segment_free(e); break;
     case Event::stack: stacks_.add(e); break;
@@ -115,7 +128,8 @@ PoolSample pool_sample(const TraceEvent& e) {
 }
 }  // namespace
 
-void Analysis::release(const LiveAllocation& a, DeviceInfo& d) {
+// Inlined into on_free, which calls it for every free.
+[[gnu::always_inline]] inline void Analysis::release(const LiveAllocation& a, DeviceInfo& d) {
   d.memory.allocated.remove(a.size);
   --d.memory.live_allocations;
   total_.allocated.remove(a.size);
@@ -186,11 +200,11 @@ void Analysis::on_error(const TraceEvent& e) {
 void Analysis::on_alloc(const TraceEvent& e) {
   growth_.before_alloc(sites_, e.stack, e.size);  // may be an iteration boundary
   bool is_new = false;
-  LiveAllocation& live = live_.find_or_insert(e.ptr, is_new);  // filled in below
+  LiveAllocation& live = live_.find_or_claim(e.ptr, is_new);  // filled in below
   if (!is_new) {
     // The same address handed out twice without a free in between: the free
     // was lost (dropped events). Count the old allocation as freed.
-    const LiveAllocation old = live;
+    const LiveAllocation& old = live;  // release() leaves the map alone
     DeviceInfo& old_device = device(old.dev);
     release(old, old_device);
     ++old_device.memory.duplicate_allocs;
@@ -201,7 +215,7 @@ void Analysis::on_alloc(const TraceEvent& e) {
   growth_.before_change(site, sites_[site], static_cast<std::int64_t>(e.size), true);
   sites_.add(site, e.size);
   const std::uint64_t block = e.block.value_or(0);
-  live = LiveAllocation{e.size, e.t, e.stack, block, site, e.dev, intern_api(e.api), e.memory_kind};
+  live = LiveAllocation{e.size, block, site, e.dev, e.t, e.stack, intern_api(e.api), e.memory_kind};
   if (d.memory.allocated.add(e.size, e.t)) note_peak_phase(d.memory.allocated_peak_phase, e.tid);
   ++d.memory.allocs;
   ++d.memory.live_allocations;
@@ -229,18 +243,18 @@ void Analysis::on_alloc(const TraceEvent& e) {
 
 void Analysis::on_free(const TraceEvent& e) {
   ++total_.frees;
-  LiveAllocation freed;
-  if (!live_.erase(e.ptr, &freed)) {
+  // Account the free where the allocation was, with the size it was given.
+  const bool was_live = live_.erase_with(e.ptr, [this](const LiveAllocation& freed) {
+    DeviceInfo& d = device(freed.dev);
+    ++d.memory.frees;
+    release(freed, d);
+  });
+  if (!was_live) {
     DeviceInfo& d = device(e.dev);
     ++d.memory.frees;
     ++d.memory.unknown_frees;
     ++total_.unknown_frees;
-    return;
   }
-  // Account the free where the allocation was, with the size it was given.
-  DeviceInfo& d = device(freed.dev);
-  ++d.memory.frees;
-  release(freed, d);
 }
 
 void Analysis::on_segment_alloc(const TraceEvent& e) {

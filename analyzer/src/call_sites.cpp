@@ -5,6 +5,24 @@
 
 namespace cumemtrace::analyzer {
 
+std::uint32_t SiteTable::intern_slow(std::uint64_t stack) {
+  // An id joins the flat table while it stays within a few times the number
+  // of sites (memory stays bounded by the sites, whatever ids a trace uses).
+  // An id seen while too large stays in the hash map.
+  if (const std::uint32_t* found = by_large_id_.find(stack)) return *found;
+  const bool small = stack < 4 * sites_.size() + 1024;
+  const auto site = static_cast<std::uint32_t>(sites_.size());
+  sites_.push_back(CallSite{});
+  sites_.back().stack = stack;
+  if (small) {
+    if (stack >= by_small_id_.size()) by_small_id_.resize(stack + 1, kNoSite);
+    by_small_id_[stack] = site;
+  } else {
+    by_large_id_.insert(stack, site);
+  }
+  return site;
+}
+
 std::vector<SiteAtPeak> SiteTable::top_at_peak(std::size_t limit) const {
   std::vector<SiteAtPeak> top;
   for (const CallSite& s : sites_) {

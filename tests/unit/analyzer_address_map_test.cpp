@@ -61,6 +61,9 @@ TEST(AddressMap, BehavesLikeAnUnorderedMapUnderRandomOperations) {
     ASSERT_NE(found, nullptr);
     EXPECT_EQ(*found, v);
   }
+  std::unordered_map<std::uint64_t, std::uint64_t> visited;
+  map.for_each([&](std::uint64_t k, std::uint64_t v) { EXPECT_TRUE(visited.emplace(k, v).second) << k; });
+  EXPECT_EQ(visited, model);
 }
 
 }  // namespace

@@ -15,6 +15,7 @@ add_executable(analyzer_unit_tests
   analyzer_address_map_test.cpp
   analyzer_analysis_test.cpp
   analyzer_bad_input_test.cpp
+  analyzer_call_sites_test.cpp
   analyzer_check_test.cpp
   analyzer_diff_test.cpp
   analyzer_cli_test.cpp

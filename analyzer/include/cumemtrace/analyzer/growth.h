@@ -71,19 +71,22 @@ struct GrowthResult {
 };
 
 // The statistics of one site's samples, for one way of delimiting iterations.
-struct GrowthSeries {
+// A site's series is updated once per iteration in which it changes, at a
+// random index: what each sample updates lies in the first cache line, the
+// fields set once after it.
+struct alignas(64) GrowthSeries {
   std::uint64_t seen = 0;   // boundaries accounted for
-  std::uint64_t steps = 0;  // steps since the first change
+  std::uint64_t last = 0;   // value at the last sample
+  std::uint64_t steps = 0;  // steps since the first change (> 0 once started)
   std::uint64_t ups = 0;
   std::uint64_t downs = 0;
-  std::uint64_t start_boundary = 0;  // the boundary before the first change
-  bool started = false;     // the value changed at some boundary
-  std::uint64_t last = 0;      // value at the last sample
-  std::uint64_t baseline = 0;  // value before the first change
   std::uint64_t up_total = 0;
   std::uint64_t down_total = 0;
-  std::uint64_t first_rise = 0;  // boundary index of the first and last rise
-  std::uint64_t last_rise = 0;
+  std::uint64_t last_rise = 0;   // boundary index of the last and first rise
+  std::uint64_t first_rise = 0;
+  std::uint64_t start_boundary = 0;  // the boundary before the first change
+  std::uint64_t baseline = 0;        // value before the first change
+  bool started = false;              // the value changed at some boundary
 
   // `k` more boundaries passed while the site held `value`.
   void sample(std::uint64_t value, std::uint64_t k);
@@ -152,7 +155,8 @@ class GrowthTracker {
     return n % period_.length == 0;
   }
   void on_change(std::uint32_t site, CallSite& s, std::int64_t delta, bool is_alloc);
-  void catch_up(std::uint32_t site, CallSite& s);
+  // Samples `site`, which held `live_bytes`, at the boundaries of `candidate` it missed.
+  void catch_up(std::size_t candidate, std::uint32_t site, std::uint64_t live_bytes);
   void stop_detecting();
   // The window is full: look for a period; without one, try the next window.
   void end_window(const SiteTable& sites);
