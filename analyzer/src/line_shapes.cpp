@@ -20,35 +20,24 @@ std::uint64_t load_word(const char* p) {
   return word;
 }
 
-// Whether the `n` bytes at `line` are those at `constant`. Both have 32
-// readable bytes past the n (the line's padding, the shape's spare bytes);
-// `wanted` has the low n bits set when n <= 32. Two 16-byte compares for
-// the runs the preload writes (`","size":`), a loop for longer ones.
+// Whether the `n` bytes at `line` are those at `constant`, n at most
+// kMaxRunBytes. Both have 32 readable bytes from their start (the line's
+// padding, the shape's spare bytes); `wanted` has the low n bits set. Two
+// 16-byte compares, with no branch on the length.
 [[gnu::always_inline]] inline bool same_bytes(const char* line, const char* constant, std::size_t n,
                                               std::uint32_t wanted) {
 #if defined(__SSE2__)
-  if (n <= 32) {
-    const auto equal = [](const char* a, const char* b) {
-      return static_cast<std::uint32_t>(_mm_movemask_epi8(
-          _mm_cmpeq_epi8(_mm_loadu_si128(reinterpret_cast<const __m128i*>(a)),
-                         _mm_loadu_si128(reinterpret_cast<const __m128i*>(b)))));
-    };
-    const std::uint32_t equal_bytes = equal(line, constant) | (equal(line + 16, constant + 16) << 16);
-    return (equal_bytes & wanted) == wanted;
-  }
+  (void)n;
+  const auto equal = [](const char* a, const char* b) {
+    return static_cast<std::uint32_t>(_mm_movemask_epi8(_mm_cmpeq_epi8(
+        _mm_loadu_si128(reinterpret_cast<const __m128i*>(a)), _mm_loadu_si128(reinterpret_cast<const __m128i*>(b)))));
+  };
+  const std::uint32_t equal_bytes = equal(line, constant) | (equal(line + 16, constant + 16) << 16);
+  return (equal_bytes & wanted) == wanted;
 #else
   (void)wanted;
+  return std::memcmp(line, constant, n) == 0;
 #endif
-  for (; n >= 8; n -= 8, line += 8, constant += 8) {
-    if (load_word(line) != load_word(constant)) return false;
-  }
-  if (n == 0) return true;
-  const std::uint64_t differ = load_word(line) ^ load_word(constant);
-  if constexpr (std::endian::native == std::endian::little) {
-    return (differ & ((std::uint64_t{1} << (8 * n)) - 1)) == 0;
-  } else {
-    return (differ >> (64 - 8 * n)) == 0;
-  }
 }
 
 // The length of a string's text from `p` (just after its opening quote) up
@@ -141,6 +130,23 @@ constexpr std::array<std::uint64_t, 9> kPowersOfTen = {1, 10, 100, 1000, 10000, 
   return true;
 }
 
+// Whether `text` (in a line, 32 readable bytes) is the slot's last text.
+[[gnu::always_inline]] inline bool repeats_last(const LineShapes::Slot& slot, std::string_view text) {
+  return !text.empty() && text.size() == slot.last_length &&
+         same_bytes(text.data(), slot.last_text.data(), text.size(), (std::uint32_t{1} << text.size()) - 1);
+}
+
+// Notes `text` as the slot's last (the caller notes what it gave), or
+// nothing if it is too long to keep.
+void remember_last(const LineShapes::Slot& slot, std::string_view text) {
+  if (text.empty() || text.size() > 16) {
+    slot.last_length = 0;
+    return;
+  }
+  std::memcpy(slot.last_text.data(), text.data(), text.size());
+  slot.last_length = static_cast<std::uint8_t>(text.size());
+}
+
 }  // namespace
 
 [[gnu::always_inline]] inline bool LineShapes::Run::matches(const char* line, const Shape& shape) const {
@@ -210,26 +216,34 @@ const char* LineShapes::decode(const Shape& shape, const char* begin, LineState&
         break;
       case Store::hex: {
         std::uint64_t number = 0;
-        if (!parse_hex_padded(text, number)) state.set_wrong(f);
-        else if (f == Field::ptr) out.ptr = number;
-        else out.stream = number;
+        if (parse_hex_padded(text, number)) out.ptr = number;
+        else state.set_wrong(f);
         break;
       }
       case Store::unknown_key:
         ++state.unknown_keys;
         break;
+      case Store::stream: {
+        std::uint64_t number = 0;
+        if (repeats_last(slot, text)) {
+          out.stream = slot.last_number;
+        } else if (parse_hex_padded(text, number)) {
+          out.stream = number;
+          remember_last(slot, text);
+          slot.last_number = number;
+        } else {
+          state.set_wrong(f);
+        }
+        break;
+      }
       case Store::memory_kind:
         // What string_without_escapes() stores for a known memory kind.
-        if (length != 0 && length == slot.last_kind_length &&
-            same_bytes(text.data(), slot.last_kind_name.data(), length, (std::uint32_t{1} << length) - 1)) {
+        if (repeats_last(slot, text)) {
           state.memory_kind = slot.last_kind;
           out.kind = text;
         } else if (state.string_without_escapes(f, text)) {
-          if (length <= 16) {
-            std::memcpy(slot.last_kind_name.data(), text.data(), length);
-            slot.last_kind_length = static_cast<std::uint8_t>(length);
-            slot.last_kind = state.memory_kind;
-          }
+          remember_last(slot, text);
+          slot.last_kind = state.memory_kind;
         } else {
           state.string(f, text, true);
         }
@@ -301,7 +315,7 @@ void LineShapes::choose_store(Slot& slot) {
     slot.how = Store::string_member;
     slot.string_member = kStringMembers[i];
   } else if (kind == ValueKind::hex) {
-    slot.how = Store::hex;
+    slot.how = f == Field::stream ? Store::stream : Store::hex;
   } else if (f == Field::kind) {
     slot.how = Store::memory_kind;
   }
@@ -326,10 +340,10 @@ void LineShapes::learn(std::string_view text) {
   // The run from run_start to the end of the constants so far.
   auto close_run = [&](Run& run) {
     const std::size_t length = shape.constant_size - run_start;
-    if (length > 255) return false;
+    if (length > kMaxRunBytes) return false;  // a long key: the line is simdjson's
     run.offset = static_cast<std::uint16_t>(run_start);
     run.length = static_cast<std::uint8_t>(length);
-    run.wanted = length >= 32 ? ~std::uint32_t{0} : (std::uint32_t{1} << length) - 1;
+    run.wanted = length == 32 ? ~std::uint32_t{0} : (std::uint32_t{1} << length) - 1;
     return true;
   };
 

@@ -41,6 +41,9 @@ class LineShapes {
   static constexpr std::size_t kMaxShapes = 16;
   static constexpr std::size_t kMaxValues = 24;
   static constexpr std::size_t kMaxConstantBytes = 480;
+  // The longest run of constant bytes: compared in two 16-byte halves.
+  // `{"ev":"segment_alloc","t":` is 26.
+  static constexpr std::size_t kMaxRunBytes = 32;
 
   struct Shape;
 
@@ -48,7 +51,7 @@ class LineShapes {
   struct Run {
     std::uint16_t offset = 0;
     std::uint8_t length = 0;
-    std::uint32_t wanted = 0;  // the low `length` bits (all 32 beyond)
+    std::uint32_t wanted = 0;  // the low `length` bits
     bool matches(const char* line, const Shape& shape) const;
   };
 
@@ -59,7 +62,8 @@ class LineShapes {
     block,          // a number into `block`
     device,         // a number into `dev`, if it is at most INT_MAX
     string_member,  // a string into a plain string member
-    hex,            // a string parsed as "0x…" into ptr or stream
+    hex,            // a string parsed as "0x…" into ptr
+    stream,         // the same into stream
     memory_kind,    // `kind`: kept as text, and looked up as a memory kind
     general,        // LineState decides (types, ranges, wrong types)
     unknown_key,    // a key the event does not define: counted, skipped
@@ -73,11 +77,13 @@ class LineShapes {
     Store how = Store::general;
     UintMember uint_member = nullptr;
     StringMember string_member = nullptr;
-    // memory_kind: the last name looked up and what it was (lines of a
-    // shape mostly repeat it: "device"), to skip the lookup next time.
-    mutable std::uint8_t last_kind_length = 0;  // 0: none
+    // memory_kind and stream: the last text decoded and what it gave
+    // (lines of a shape mostly repeat it: "device", "0x0"), to skip the
+    // lookup or the parse next time.
+    mutable std::uint8_t last_length = 0;  // 0: none
     mutable format::MemoryKind last_kind = format::MemoryKind::unknown;
-    mutable std::array<char, 48> last_kind_name{};  // 32 readable past any name up to 16
+    mutable std::uint64_t last_number = 0;
+    mutable std::array<char, 48> last_text{};  // up to 16 bytes, and 32 readable
   };
 
   struct Shape {
