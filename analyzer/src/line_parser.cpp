@@ -83,12 +83,6 @@ bool parse_hex(std::string_view text, std::uint64_t& out) {
   return true;
 }
 
-namespace {
-
-constexpr std::uint64_t kEachByte = 0x0101010101010101ull;
-
-}  // namespace
-
 // Decodes with simdjson's On-Demand API: stage 1 indexes the line, then only
 // the values the event uses are parsed, straight into the TraceEvent (no DOM
 // tape, no copies of the line). Any error simdjson reports, including one met
@@ -343,33 +337,6 @@ struct LineParser::Impl {
     return !error && doc.current_location().get(trailing) != simdjson::SUCCESS;
   }
 
-  // The length of a string without escapes that starts at `start` (just
-  // after its opening quote), taken from the line itself: false if a
-  // backslash comes before the closing quote. Eight bytes at a time, no
-  // loop per character: stage 1 checked that the quote is there, and the
-  // line's padding covers reading past it.
-  static bool plain_string_length(const char* start, std::size_t& length) {
-    if constexpr (std::endian::native != std::endian::little) {
-      for (length = 0; start[length] != '"'; ++length) {
-        if (start[length] == '\\') return false;
-      }
-      return true;
-    }
-    for (std::size_t offset = 0;; offset += 8) {
-      std::uint64_t word = 0;
-      std::memcpy(&word, start + offset, 8);
-      const std::uint64_t quote = word ^ ('"' * kEachByte);
-      const std::uint64_t backslash = word ^ ('\\' * kEachByte);
-      // The lowest flagged byte is exactly the first quote or backslash.
-      const std::uint64_t found = ((quote - kEachByte) & ~quote) | ((backslash - kEachByte) & ~backslash);
-      const std::uint64_t flagged = found & (0x80 * kEachByte);
-      if (flagged == 0) continue;
-      const std::size_t at = offset + static_cast<std::size_t>(std::countr_zero(flagged)) / 8;
-      length = at;
-      return start[at] == '"';
-    }
-  }
-
   // Strings with escapes are unescaped here, valid until the next line.
   std::vector<std::uint8_t> scratch;
   std::uint8_t* scratch_end = nullptr;
@@ -419,7 +386,9 @@ struct LineParser::Impl {
           return Fast::done;
         }
         std::size_t length = 0;
-        if (plain_string_length(start, length)) {  // the usual case: no copy at all
+        // The usual case, no copy at all. Other strings (an escape, a byte
+        // over 0x7F) are copied by simdjson, as they are or unescaped.
+        if (plain_ascii_string(start, length)) {
           state.string(f, std::string_view(start, length), true);
           return Fast::done;
         }

@@ -13,11 +13,8 @@
 #include <limits>
 #include <string_view>
 
-#if defined(__SSE2__) && defined(__x86_64__)
-#include <emmintrin.h>
-#endif
-
 #include "line_parser.h"
+#include "line_scan.h"
 #include "name_table.h"
 
 namespace cumemtrace::analyzer::detail {
@@ -177,43 +174,6 @@ class FieldPrediction {
   };
   std::array<Order, static_cast<std::size_t>(Event::unknown) + 1> orders_{};
 };
-
-// parse_hex(), faster, for a text with 18 readable bytes from its start
-// (one in a line, which padding follows): one 16-byte pass, no byte loop.
-[[gnu::always_inline]] inline bool parse_hex_padded(std::string_view text, std::uint64_t& out) {
-#if defined(__SSE2__) && defined(__x86_64__)
-  if (text.size() < 3 || text.size() > 18 || text[0] != '0' || text[1] != 'x') return false;
-  const auto digits = static_cast<unsigned>(text.size() - 2);
-  const __m128i chunk = _mm_loadu_si128(reinterpret_cast<const __m128i*>(text.data() + 2));
-  const auto between = [&](char low, char high) {
-    return _mm_and_si128(_mm_cmpgt_epi8(chunk, _mm_set1_epi8(static_cast<char>(low - 1))),
-                         _mm_cmplt_epi8(chunk, _mm_set1_epi8(static_cast<char>(high + 1))));
-  };
-  const __m128i letter = between('a', 'f');
-  const unsigned wanted = (1u << digits) - 1;
-  if ((static_cast<unsigned>(_mm_movemask_epi8(_mm_or_si128(between('0', '9'), letter))) & wanted) != wanted) {
-    return false;
-  }
-  // '0'..'9' & 0x0F is the digit; 'a'..'f' & 0x0F is 1..6, plus 9. Bytes
-  // past the digits become 0, then shifted out below.
-  __m128i nibbles = _mm_add_epi8(_mm_and_si128(chunk, _mm_set1_epi8(0x0F)), _mm_and_si128(letter, _mm_set1_epi8(9)));
-  const __m128i index = _mm_setr_epi8(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
-  nibbles = _mm_and_si128(nibbles, _mm_cmplt_epi8(index, _mm_set1_epi8(static_cast<char>(digits))));
-  // The first digit is the most significant: pairs of nibbles into bytes
-  // (16-bit lanes), pairs of bytes into 16 bits (madd), pairs of those into
-  // 32 bits, then the two halves.
-  const __m128i bytes = _mm_or_si128(_mm_slli_epi16(_mm_and_si128(nibbles, _mm_set1_epi16(0x00FF)), 4),
-                                     _mm_srli_epi16(nibbles, 8));
-  const __m128i halves = _mm_madd_epi16(bytes, _mm_set1_epi32(0x00010100));  // first * 256 + second
-  const __m128i words = _mm_or_si128(_mm_slli_epi64(halves, 16), _mm_srli_epi64(halves, 32));
-  const auto high = static_cast<std::uint64_t>(_mm_cvtsi128_si64(words)) & 0xFFFFFFFFu;
-  const auto low = static_cast<std::uint64_t>(_mm_cvtsi128_si64(_mm_unpackhi_epi64(words, words))) & 0xFFFFFFFFu;
-  out = ((high << 32) | low) >> (4 * (16 - digits));
-  return true;
-#else
-  return parse_hex(text, out);
-#endif
-}
 
 // Event and memory-kind names, spelt by trace_format.h.
 constexpr std::size_t kKnownEvents = static_cast<std::size_t>(Event::unknown);

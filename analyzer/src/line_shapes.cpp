@@ -11,15 +11,6 @@
 namespace cumemtrace::analyzer::detail {
 namespace {
 
-constexpr std::uint64_t kEachByte = 0x0101010101010101ull;
-constexpr std::uint64_t kHighBits = 0x80 * kEachByte;
-
-std::uint64_t load_word(const char* p) {
-  std::uint64_t word = 0;
-  std::memcpy(&word, p, 8);
-  return word;
-}
-
 // Whether the `n` bytes at `line` are those at `constant`, n at most
 // kMaxRunBytes. Both have 32 readable bytes from their start (the line's
 // padding, the shape's spare bytes); `wanted` has the low n bits set. Two
@@ -37,40 +28,6 @@ std::uint64_t load_word(const char* p) {
 #else
   (void)wanted;
   return std::memcmp(line, constant, n) == 0;
-#endif
-}
-
-// The length of a string's text from `p` (just after its opening quote) up
-// to its closing quote, if every byte before that quote is printable ASCII
-// (0x20..0x7F) other than a backslash: a string JSON takes as it is, with no
-// escape and nothing for UTF-8 validation to reject. Returns false
-// otherwise. The line's '\n' (a control character) ends the scan at the
-// latest; 16 bytes after it are readable.
-[[gnu::always_inline]] inline bool plain_ascii_string(const char* p, std::size_t& length) {
-#if defined(__SSE2__)
-  for (std::size_t offset = 0;; offset += 16) {
-    const __m128i chunk = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + offset));
-    // Signed bytes: below 0x20 is a control character or (negative) a byte
-    // over 0x7F.
-    const __m128i stop = _mm_or_si128(_mm_or_si128(_mm_cmpeq_epi8(chunk, _mm_set1_epi8('"')),
-                                                   _mm_cmpeq_epi8(chunk, _mm_set1_epi8('\\'))),
-                                      _mm_cmplt_epi8(chunk, _mm_set1_epi8(0x20)));
-    const auto stops = static_cast<unsigned>(_mm_movemask_epi8(stop));
-    if (stops == 0) continue;
-    const std::size_t at = offset + static_cast<std::size_t>(std::countr_zero(stops));
-    if (p[at] != '"') return false;
-    length = at;
-    return true;
-  }
-#else
-  for (std::size_t at = 0;; ++at) {
-    const auto c = static_cast<unsigned char>(p[at]);
-    if (c == '"') {
-      length = at;
-      return true;
-    }
-    if (c == '\\' || c < 0x20 || c > 0x7F) return false;
-  }
 #endif
 }
 
