@@ -206,15 +206,12 @@ const char* LineShapes::decode(const Shape& shape, const char* begin, LineState&
         }
         break;
       default: {
-        if (kFields[static_cast<std::size_t>(f)].kind == ValueKind::string) {
-          // The line's padding covers the 16 bytes these lookups read.
-          if (!state.string_without_escapes(f, text)) state.string(f, text, true);
-        } else {
-          Scalar s;
-          s.type = Scalar::Type::string;
-          s.text = text;
-          state.scalar(f, s);  // a string where a number belongs: wrong
-        }
+        // Every string field has a store of its own (choose_store): here a
+        // string stands where a number belongs, and LineState marks it wrong.
+        Scalar s;
+        s.type = Scalar::Type::string;
+        s.text = text;
+        state.scalar(f, s);
         break;
       }
     }
