@@ -188,29 +188,19 @@ void render_process_table(std::string& out, const std::vector<ProcessRow>& rows,
     cell(out, notes);
     out += "</tr>";
   }
-  std::uint64_t allocated = 0, reserved = 0, leaked = 0, leaked_count = 0, ooms = 0, growth = 0;
-  double fragmentation = 0;
-  for (const ProcessRow& r : rows) {
-    allocated += r.peak_allocated;
-    reserved += r.peak_reserved;
-    leaked += r.leaked_bytes;
-    leaked_count += r.leaked_count;
-    ooms += r.ooms;
-    growth = std::max(growth, r.growth_bytes_per_iteration);
-    fragmentation = std::max(fragmentation, r.fragmentation_at_peak_reserved);
-  }
+  const ProcessTotals t = process_totals(rows);
   out += "<tr><th></th><th>total</th><td></td><td></td><td></td><td></td><td></td>";
-  cell(out, format_bytes(allocated), true);
-  cell(out, format_bytes(reserved), true);
-  cell(out, format_bytes(leaked), true);
-  cell(out, std::to_string(ooms), true);
-  cell(out, format_bytes(growth), true);
-  cell(out, percent_text(fragmentation), true);
+  cell(out, format_bytes(t.peak_allocated), true);
+  cell(out, format_bytes(t.peak_reserved), true);
+  cell(out, format_bytes(t.leaked_bytes), true);
+  cell(out, std::to_string(t.ooms), true);
+  cell(out, format_bytes(t.growth_bytes_per_iteration), true);
+  cell(out, percent_text(t.fragmentation_at_peak_reserved), true);
   out += "<td></td></tr></tbody></table>";
   out += "<p>Totals: the peaks are the sums of the processes' peaks, an upper bound of the job's peak (processes "
          "need not peak at once); " +
-         html(format_bytes(leaked)) + " leaked in " + std::to_string(leaked_count) + " allocations in all; " +
-         std::to_string(ooms) + " out-of-memory failures; growth and unused reserved memory are the largest of any "
+         html(format_bytes(t.leaked_bytes)) + " leaked in " + std::to_string(t.leaked_count) + " allocations in all; " +
+         std::to_string(t.ooms) + " out-of-memory failures; growth and unused reserved memory are the largest of any "
          "process.</p></section>";
 }
 

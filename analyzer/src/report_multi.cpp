@@ -159,17 +159,36 @@ void label_processes(std::vector<ProcessRow>& rows) {
   }
 }
 
+ProcessTotals process_totals(const std::vector<ProcessRow>& rows) {
+  ProcessTotals t;
+  for (std::size_t i = 0; i < rows.size(); ++i) {
+    const ProcessRow& r = rows[i];
+    t.peak_allocated += r.peak_allocated;
+    t.peak_reserved += r.peak_reserved;
+    t.leaked_bytes += r.leaked_bytes;
+    t.leaked_count += r.leaked_count;
+    t.allocs += r.allocs;
+    t.frees += r.frees;
+    t.ooms += r.ooms;
+    if (!t.most_growth || r.growth_bytes_per_iteration > t.growth_bytes_per_iteration) {
+      t.most_growth = i;
+      t.growth_bytes_per_iteration = r.growth_bytes_per_iteration;
+    }
+    if (!t.most_fragmented || r.fragmentation_at_peak_reserved > t.fragmentation_at_peak_reserved) {
+      t.most_fragmented = i;
+      t.fragmentation_at_peak_reserved = r.fragmentation_at_peak_reserved;
+    }
+    t.truncated = t.truncated || r.truncated;
+  }
+  return t;
+}
+
 Json render_json_multi(const std::vector<ProcessRow>& rows, std::vector<Json> reports) {
   Json j;
   j["report_version"] = kReportVersion;
   j["traces"] = Json::array();
   for (Json& report : reports) j["traces"].push_back(std::move(report));
   Json processes = Json::array();
-  Json totals;
-  std::uint64_t peak_allocated = 0, peak_reserved = 0, leaked_bytes = 0, leaked_count = 0, allocs = 0, frees = 0,
-                ooms = 0, growth = 0;
-  double fragmentation = 0;
-  bool truncated = false;
   for (const ProcessRow& r : rows) {
     processes.push_back(Json{{"trace", r.trace},
                              {"pid", r.pid},
@@ -186,29 +205,20 @@ Json render_json_multi(const std::vector<ProcessRow>& rows, std::vector<Json> re
                              {"growth_bytes_per_iteration", r.growth_bytes_per_iteration},
                              {"fragmentation_at_peak_reserved", r.fragmentation_at_peak_reserved},
                              {"truncated", r.truncated}});
-    peak_allocated += r.peak_allocated;
-    peak_reserved += r.peak_reserved;
-    leaked_bytes += r.leaked_bytes;
-    leaked_count += r.leaked_count;
-    allocs += r.allocs;
-    frees += r.frees;
-    ooms += r.ooms;
-    growth = std::max(growth, r.growth_bytes_per_iteration);
-    fragmentation = std::max(fragmentation, r.fragmentation_at_peak_reserved);
-    truncated = truncated || r.truncated;
   }
   j["processes"] = std::move(processes);
+  const ProcessTotals t = process_totals(rows);
   j["totals"] = Json{{"processes", rows.size()},
-                     {"peak_allocated", peak_allocated},
-                     {"peak_reserved", peak_reserved},
-                     {"leaked_bytes", leaked_bytes},
-                     {"leaked_count", leaked_count},
-                     {"allocs", allocs},
-                     {"frees", frees},
-                     {"ooms", ooms},
-                     {"growth_bytes_per_iteration", growth},
-                     {"fragmentation_at_peak_reserved", fragmentation},
-                     {"truncated", truncated}};
+                     {"peak_allocated", t.peak_allocated},
+                     {"peak_reserved", t.peak_reserved},
+                     {"leaked_bytes", t.leaked_bytes},
+                     {"leaked_count", t.leaked_count},
+                     {"allocs", t.allocs},
+                     {"frees", t.frees},
+                     {"ooms", t.ooms},
+                     {"growth_bytes_per_iteration", t.growth_bytes_per_iteration},
+                     {"fragmentation_at_peak_reserved", t.fragmentation_at_peak_reserved},
+                     {"truncated", t.truncated}};
   return j;
 }
 
@@ -231,9 +241,6 @@ std::string render_text_multi(const std::vector<ProcessRow>& rows, const std::ve
     out << line << (notes.empty() ? "" : "  " + notes) << "\n";
   };
   row_line("trace", "rank", "pid", "parent", "host", "peak allocated", "peak reserved", "leaked", "OOMs", "");
-  std::uint64_t peak_allocated = 0, peak_reserved = 0, leaked = 0, leaked_count = 0, ooms = 0;
-  const ProcessRow* most_growth = nullptr;
-  const ProcessRow* most_fragmented = nullptr;
   std::vector<std::string> truncated;
   for (const ProcessRow& r : rows) {
     std::string notes;
@@ -242,36 +249,28 @@ std::string render_text_multi(const std::vector<ProcessRow>& rows, const std::ve
     row_line(r.trace, r.rank ? std::to_string(*r.rank) : "-", std::to_string(r.pid),
              r.parent ? std::to_string(r.ppid) : "-", r.host.empty() ? "-" : r.host, format_bytes(r.peak_allocated),
              format_bytes(r.peak_reserved), format_bytes(r.leaked_bytes), std::to_string(r.ooms), notes);
-    peak_allocated += r.peak_allocated;
-    peak_reserved += r.peak_reserved;
-    leaked += r.leaked_bytes;
-    leaked_count += r.leaked_count;
-    ooms += r.ooms;
-    if (!most_growth || r.growth_bytes_per_iteration > most_growth->growth_bytes_per_iteration) most_growth = &r;
-    if (!most_fragmented || r.fragmentation_at_peak_reserved > most_fragmented->fragmentation_at_peak_reserved) {
-      most_fragmented = &r;
-    }
     if (r.truncated) truncated.push_back(r.trace);
   }
-  row_line("total", "", "", "", "", format_bytes(peak_allocated), format_bytes(peak_reserved), format_bytes(leaked),
-           std::to_string(ooms), "");
+  const ProcessTotals t = process_totals(rows);
+  row_line("total", "", "", "", "", format_bytes(t.peak_allocated), format_bytes(t.peak_reserved),
+           format_bytes(t.leaked_bytes), std::to_string(t.ooms), "");
 
   auto plural = [](std::uint64_t n, const char* one, const char* many) {
     return std::to_string(n) + " " + (n == 1 ? one : many);
   };
   out << "\nTotals over " << rows.size() << " processes\n";
-  out << "  peak allocated:  " << format_bytes(peak_allocated)
+  out << "  peak allocated:  " << format_bytes(t.peak_allocated)
       << " (the sum of the processes' peaks: an upper bound, they may not have peaked at once)\n";
-  out << "  peak reserved:   " << format_bytes(peak_reserved) << " (the sum of the processes' peaks)\n";
-  out << "  leaked at end:   " << format_bytes(leaked) << " in " << plural(leaked_count, "allocation", "allocations")
-      << "\n";
-  out << "  out of memory:   " << plural(ooms, "failure", "failures") << "\n";
+  out << "  peak reserved:   " << format_bytes(t.peak_reserved) << " (the sum of the processes' peaks)\n";
+  out << "  leaked at end:   " << format_bytes(t.leaked_bytes) << " in "
+      << plural(t.leaked_count, "allocation", "allocations") << "\n";
+  out << "  out of memory:   " << plural(t.ooms, "failure", "failures") << "\n";
   out << "  growth leaks:    ";
-  if (most_growth == nullptr || most_growth->growth_bytes_per_iteration == 0) out << "none\n";
-  else out << "at most " << format_bytes(most_growth->growth_bytes_per_iteration) << " per iteration (" << most_growth->trace << ")\n";
-  if (most_fragmented != nullptr && most_fragmented->fragmentation_at_peak_reserved > 0) {
-    out << "  fragmentation:   at worst " << detail::percent(most_fragmented->fragmentation_at_peak_reserved)
-        << " of reserved memory unused at the reserved peak (" << most_fragmented->trace << ")\n";
+  if (!t.most_growth || t.growth_bytes_per_iteration == 0) out << "none\n";
+  else out << "at most " << format_bytes(t.growth_bytes_per_iteration) << " per iteration (" << rows[*t.most_growth].trace << ")\n";
+  if (t.most_fragmented && t.fragmentation_at_peak_reserved > 0) {
+    out << "  fragmentation:   at worst " << detail::percent(t.fragmentation_at_peak_reserved)
+        << " of reserved memory unused at the reserved peak (" << rows[*t.most_fragmented].trace << ")\n";
   }
   if (!truncated.empty()) {
     out << "  TRUNCATED:       ";

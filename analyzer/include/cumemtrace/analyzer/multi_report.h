@@ -42,6 +42,25 @@ struct ProcessRow {
   bool truncated = false;
 };
 
+// The totals over all processes, as every multi-trace format shows them:
+// the peaks are sums of the processes' peaks (an upper bound of the job's),
+// growth and fragmentation the largest of any process.
+struct ProcessTotals {
+  std::uint64_t peak_allocated = 0;
+  std::uint64_t peak_reserved = 0;
+  std::uint64_t leaked_bytes = 0;
+  std::uint64_t leaked_count = 0;
+  std::uint64_t allocs = 0;
+  std::uint64_t frees = 0;
+  std::uint64_t ooms = 0;
+  std::uint64_t growth_bytes_per_iteration = 0;
+  double fragmentation_at_peak_reserved = 0;
+  std::optional<std::size_t> most_growth;      // the first row with that growth
+  std::optional<std::size_t> most_fragmented;  // the first row with that fragmentation
+  bool truncated = false;                      // any process's trace
+};
+ProcessTotals process_totals(const std::vector<ProcessRow>& rows);
+
 // The row of one trace, read from its one-trace JSON report.
 ProcessRow process_row(const nlohmann::ordered_json& report);
 
