@@ -159,6 +159,12 @@ static_assert(!parsed_here_and_elsewhere(), "move an option out of kKnownElsewhe
 
 }  // namespace
 
+std::vector<std::string_view> option_names() {
+  std::vector<std::string_view> names;
+  for (const auto& o : kOptions) names.push_back(o.env);
+  return names;
+}
+
 bool is_known_option(std::string_view name) {
   for (const auto& o : kOptions) {
     if (name == o.env) return true;

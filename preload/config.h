@@ -10,6 +10,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "cumemtrace/pool/pool_config.h"
 #include "cumemtrace/trace_format.h"
@@ -71,6 +72,10 @@ const Config& config();
 // {"output":"…","buffer_kb":256,…} — every option in force, for the header's
 // `config` object.
 void append_config_json(LineBuffer& out, const Config& config);
+
+// The environment variable of every option in the table, in table order
+// (the bad-input tests give each of them garbage).
+std::vector<std::string_view> option_names();
 
 // Whether `name` is an option this library or another part of cumemtrace
 // reads (no "unknown option" warning for it).

@@ -3,6 +3,7 @@
 # analyzer's report exactly.
 find_package(nlohmann_json 3 REQUIRED)
 add_executable(integration_tests
+  bad_options_test.cpp
   integration_support.cpp
   known_sequence_test.cpp
   launcher_test.cpp
@@ -11,7 +12,9 @@ add_executable(integration_tests
   route_check.cpp
   routes_test.cpp
   stacks_markers_test.cpp)
+# cumemtrace_config: the option table, whose every entry bad_options_test.cpp feeds garbage.
 target_link_libraries(integration_tests PRIVATE cumemtrace_test_support cumemtrace_warnings cumemtrace_headers
+  cumemtrace_config
   nlohmann_json::nlohmann_json GTest::gtest_main)
 target_compile_definitions(integration_tests PRIVATE
   CUMEMTRACE_CLI="$<TARGET_FILE:cumemtrace>"
