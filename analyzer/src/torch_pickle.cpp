@@ -404,10 +404,16 @@ Document Document::load_file(const std::string& path, const Limits& limits) {
   std::string bytes(static_cast<std::size_t>(size), '\0');
   file.seekg(0);
   if (!file.read(bytes.data(), size)) throw PickleError(path + ": read error");
+  // PyTorch writes snapshots with pickle protocol 4, which opens with PROTO.
+  // Without it the file is almost surely something else (a trace, a
+  // checkpoint), and "memo index … was never stored" alone would puzzle.
+  const bool opens_with_proto = !bytes.empty() && static_cast<std::uint8_t>(bytes[0]) == op::PROTO;
   try {
     return parse(std::move(bytes), limits);
   } catch (const PickleError& e) {
-    throw PickleError(path + ": " + e.what());
+    if (opens_with_proto) throw PickleError(path + ": " + e.what());
+    throw PickleError(path + ": not a PyTorch memory snapshot: a pickle of protocol 2 or later, as "
+                      "torch.cuda.memory._dump_snapshot writes, starts with byte 0x80 (" + e.what() + ")");
   }
 }
 

@@ -4,6 +4,8 @@
 #include <gtest/gtest.h>
 #include <zstd.h>
 
+#include <algorithm>
+#include <filesystem>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -89,6 +91,61 @@ TEST(BadInput, FilesThatAreNotTracesGetOneLineAndExitTwo) {
   const CommandResult directory = report(tmp.dir());
   EXPECT_EQ(directory.exit_code, 2);
   EXPECT_EQ(directory.err, "cumemtrace: " + tmp.dir() + ": cannot read: Is a directory\n");
+}
+
+// Every command that reads traces says the same one line, exit 2, for a
+// file that is not one, a missing file and a trace of a newer version; and
+// import-torch names a file that is not a pickle.
+TEST(BadInput, EveryCommandRejectsWhatIsNotATraceWithOneLine) {
+  TempDir tmp;
+  const std::string good = tmp.path("good.jsonl");
+  testing::write_file(good, trace_of(10));
+  struct Input {
+    std::string path;
+    std::string message;
+  };
+  const std::vector<Input> inputs = {
+      {tmp.path("noise.jsonl"), "not a cumemtrace trace (first line is not a header)"},
+      {tmp.path("absent.jsonl"), "cannot open: No such file or directory"},
+      {tmp.path("v9.jsonl"), "trace format version 9 is newer than this analyzer supports (1)"},
+  };
+  testing::write_file(inputs[0].path, "INFO: epoch 1\n\xff\xfe\n");
+  testing::write_file(inputs[2].path, testing::header_line(9) + "\n");
+  const std::vector<std::vector<std::string>> commands = {
+      {"report"},
+      {"report", "--format", "html", "-o", tmp.path("r.html")},
+      {"check", "--max-leaked-bytes", "0"},
+      {"timeline"},
+      {"export", "--format", "perfetto", "-o", tmp.path("p.json")},
+      {"export", "--format", "csv"},
+      {"replay"},
+  };
+  for (const Input& input : inputs) {
+    for (const auto& command : commands) {
+      std::vector<std::string> argv{testing::cli_path()};
+      argv.insert(argv.end(), command.begin(), command.end());
+      argv.push_back(input.path);
+      const CommandResult r = testing::run_command(argv);
+      const std::string what = command.front() + " " + input.path;
+      EXPECT_EQ(r.exit_code, 2) << what << ": " << r.err;
+      EXPECT_EQ(r.err, "cumemtrace: " + input.path + ": " + input.message + "\n") << what;
+      // check's verdict per trace goes on, on stdout, for the CI log.
+      EXPECT_EQ(r.out, command.front() == "check" ? "check " + input.path + "\n  ERROR cannot read the trace\n" : "")
+          << what;
+    }
+    for (const auto& pair : {std::vector<std::string>{good, input.path}, {input.path, good}}) {
+      const CommandResult r = testing::run_command({testing::cli_path(), "diff", pair[0], pair[1]});
+      EXPECT_EQ(r.exit_code, 2) << "diff " << pair[0] << " " << pair[1] << ": " << r.err;
+      EXPECT_EQ(r.err, "cumemtrace: " + input.path + ": " + input.message + "\n");
+    }
+  }
+  const CommandResult not_pickle =
+      testing::run_command({testing::cli_path(), "import-torch", good, "-o", tmp.path("out.jsonl")});
+  EXPECT_EQ(not_pickle.exit_code, 2) << not_pickle.err;
+  EXPECT_EQ(not_pickle.err.rfind("cumemtrace: " + good + ": not a PyTorch memory snapshot: ", 0), 0u)
+      << not_pickle.err;
+  EXPECT_EQ(std::count(not_pickle.err.begin(), not_pickle.err.end(), '\n'), 1) << not_pickle.err;
+  EXPECT_FALSE(std::filesystem::exists(tmp.path("out.jsonl"))) << "no half-written output";
 }
 
 nlohmann::json json_report(const std::string& path) {

@@ -282,6 +282,14 @@ TEST(TorchPickle, LoadFileNamesThePath) {
   } catch (const PickleError& e) {
     EXPECT_NE(std::string(e.what()).find("evil.pickle: offset 2: refused pickle opcode GLOBAL"), std::string::npos);
   }
+  // A file that is not a pickle at all (here a trace) is named as such.
+  cumemtrace::testing::write_file(dir / "trace.jsonl", "{\"ev\":\"header\"}\n");
+  try {
+    Document::load_file(dir / "trace.jsonl");
+    FAIL() << "no error";
+  } catch (const PickleError& e) {
+    EXPECT_EQ(std::string(e.what()).rfind(dir / "trace.jsonl: not a PyTorch memory snapshot: ", 0), 0u) << e.what();
+  }
 }
 
 // Random corruption of a realistic pickle: every outcome is a document or a
