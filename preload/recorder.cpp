@@ -92,8 +92,7 @@ void Recorder::write_header() {
   const bool pid_in_name = config_.output_template.find("%p") != std::string::npos;
   const int fd = create_trace_file(path, pid_in_name);
   if (fd < 0) {
-    warn("cannot create the trace file %s: %s; this process is not traced", path.c_str(),
-         std::strerror(-fd));
+    warn("cannot create the trace file %s: %s; this process is not traced", path.c_str(), trace_file_error(fd));
     open_failed_.store(true, std::memory_order_relaxed);
     return;
   }

@@ -4,6 +4,7 @@
 
 #include <cerrno>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <string>
 
@@ -88,6 +89,43 @@ TEST_F(TraceFile, NeverFollowsASymlink) {
 
 TEST_F(TraceFile, MissingDirectoryIsAnError) {
   EXPECT_EQ(create_trace_file(dir_ + "/no/such/dir/t.jsonl"), -ENOENT);
+}
+
+TEST_F(TraceFile, WorldWritableDirectoryWithoutStickyBitIsRefused) {
+  const std::string open_dir = dir_ + "/open";
+  ASSERT_EQ(mkdir(open_dir.c_str(), 0700), 0);
+  ASSERT_EQ(chmod(open_dir.c_str(), 0777), 0);  // past the umask
+  const int refused = create_trace_file(open_dir + "/t.jsonl");
+  EXPECT_LT(refused, 0);
+  EXPECT_FALSE(std::filesystem::exists(open_dir + "/t.jsonl"));
+  EXPECT_NE(std::string(trace_file_error(refused)).find("writable by every user and has no sticky bit"),
+            std::string::npos);
+  ASSERT_EQ(chmod(open_dir.c_str(), 01777), 0);  // as /tmp
+  const int fd = create_trace_file(open_dir + "/t.jsonl");
+  EXPECT_GE(fd, 0);
+  close(fd);
+  EXPECT_STREQ(trace_file_error(-ENOENT), std::strerror(ENOENT));
+}
+
+TEST(TraceDirectory, OnlyDirectoriesTheUserControlsAreWrittenTo) {
+  const uid_t me = 1000, other = 1001;
+  const auto dir = [](uid_t owner, mode_t mode) {
+    struct stat st{};
+    st.st_uid = owner;
+    st.st_mode = S_IFDIR | mode;
+    return st;
+  };
+  EXPECT_EQ(directory_refusal(dir(me, 0700), me), 0);
+  EXPECT_EQ(directory_refusal(dir(me, 0775), me), 0) << "the user's own group directory";
+  EXPECT_EQ(directory_refusal(dir(0, 01777), me), 0) << "/tmp";
+  EXPECT_EQ(directory_refusal(dir(0, 0755), 0), 0);
+  EXPECT_EQ(directory_refusal(dir(other, 0755), me), 0) << "only its owner may change it, and it let us in";
+  EXPECT_EQ(directory_refusal(dir(other, 01775), me), 0) << "sticky: nobody replaces our file";
+  EXPECT_LT(directory_refusal(dir(me, 0777), me), 0);
+  EXPECT_LT(directory_refusal(dir(0, 0777), me), 0);
+  EXPECT_LT(directory_refusal(dir(other, 0775), me), 0) << "another user's shared directory";
+  EXPECT_LT(directory_refusal(dir(other, 0757), 0), 0) << "root writing where others may swap entries";
+  EXPECT_NE(directory_refusal(dir(me, 0777), me), directory_refusal(dir(other, 0775), me)) << "two reasons";
 }
 
 TEST(TraceFileName, NumberedNameGoesBeforeTheTraceExtension) {
