@@ -83,11 +83,12 @@ rate() { calc '(s > 0) ? n / s / 1e6 : 0' n="$1" s="$2" | xargs printf '%.2f'; }
 shaped=$(sed -n 's/.*: \([0-9]*\) of \([0-9]*\) lines decoded through a known line shape.*/\1 of \2/p' "$scratch/verbose")
 rm -f "$scratch/synthetic.jsonl" "$scratch/workload".*
 
-# Analysis::consume alone (Google Benchmark, CPU time): ns per event.
+# Analysis::consume alone (Google Benchmark, CPU time): ns per event (the
+# median, or the one run when BENCH_RUNS=1 gives no aggregates).
 synthetic "$consume_events" "$scratch/consume.jsonl"
 consume_ns=$(taskset -c "$cpu" "$build/bin/analysis_bench" "$scratch/consume.jsonl" \
     --benchmark_repetitions="$runs" --benchmark_report_aggregates_only=true --benchmark_format=csv 2>/dev/null |
-  awk -F, '$1 ~ /_median"$/ {printf "%.1f", 1e9 / $7}')
+  awk -F, '$1 ~ /^"BM_/ && $1 !~ /_(mean|stddev|cv)"$/ {printf "%.1f", 1e9 / $7}')
 rm -f "$scratch/consume.jsonl"
 
 # Peak RSS of `report` on a big trace (one run: it moves little between runs).

@@ -27,3 +27,39 @@ machine_line() {
   echo "$(nproc) cores ($(grep -c '^processor' /proc/cpuinfo) in /proc/cpuinfo), ${model:-unknown CPU}," \
     "Linux $(uname -r) $(uname -m), $(date -u '+%Y-%m-%d %H:%M UTC'), load average $(cut -d' ' -f1-3 /proc/loadavg)"
 }
+
+# The one table: table_row adds a row (its command becomes a numbered
+# footnote; an identical command reuses its number), print_table prints the
+# rows as a Markdown table with aligned columns, then the footnotes.
+table_rows=() table_notes=()
+table_row() {  # MEASUREMENT BASELINE CUMEMTRACE RESULT GOAL COMMAND
+  local n i
+  for i in "${!table_notes[@]}"; do [[ ${table_notes[i]} == "$6" ]] && n=$((i + 1)); done
+  if [[ -z ${n:-} ]]; then
+    table_notes+=("$6")
+    n=${#table_notes[@]}
+  fi
+  table_rows+=("$1"$'\t'"$2"$'\t'"$3"$'\t'"$4"$'\t'"$5"$'\t'"[$n]")
+}
+print_table() {
+  {
+    printf '%s\t%s\t%s\t%s\t%s\t%s\n' measurement baseline cumemtrace result goal command
+    printf '%s\n' "${table_rows[@]}"
+  } | awk -F'\t' '
+    { for (i = 1; i <= NF; i++) { cell[NR, i] = $i; if (length($i) > w[i]) w[i] = length($i) } }
+    END {
+      for (r = 1; r <= NR; r++) {
+        line = "|"
+        for (i = 1; i <= 6; i++) line = line sprintf(" %-*s |", w[i], cell[r, i])
+        print line
+        if (r == 1) {
+          line = "|"
+          for (i = 1; i <= 6; i++) { dashes = ""; for (k = 0; k < w[i] + 2; k++) dashes = dashes "-"; line = line dashes "|" }
+          print line
+        }
+      }
+    }'
+  echo
+  local i
+  for i in "${!table_notes[@]}"; do echo "[$((i + 1))] ${table_notes[i]}"; done
+}
