@@ -108,7 +108,7 @@ plain=("$(bytes_per_line "$scratch/passthrough-32.jsonl")" "$(bytes_per_line "$s
 added() { calc '(t - b) / 2' t="$(med "$1")" b="$(med "$2")" | xargs printf '%+.0f'; }
 pair_ns() { printf '%.0f ns/pair' "$(med "$1")"; }
 loop_cmd() {  # MODE STACKS [PAIRS [OUTPUT [VAR=value...]]]: the footnote of a loop row
-  local n=${3:-$pairs} out=${4:-/tmp/t.jsonl} vars=("${@:5}")
+  local n=${3:-$pairs} out=${4:-/tmp/t-%p.jsonl} vars=("${@:5}")
   echo "$note_env ${vars[*]}${vars[*]:+ }$B/tests/apps/bench_malloc_free $n  vs  ${vars[*]}${vars[*]:+ }CUMEMTRACE_POOL=$1" \
     "CUMEMTRACE_STACKS=$2 CUMEMTRACE_OUTPUT=$out $B/bin/cumemtrace run -- $B/tests/apps/bench_malloc_free $n"
 }
@@ -149,7 +149,7 @@ for v in passthrough/32 caching/32; do
   table_row "whole run, sim cudaMalloc ${malloc_latency_us} us / cudaFree ${free_latency_us} us, ${v%/*}, stacks on" \
     "bare $(pair_ns bare)" "$(pair_ns "$v")" \
     "$(calc 'b / t' b="$(med bare)" t="$(med "$v")" | xargs printf '%.2fx the speed')" "" \
-    "$(loop_cmd "${v%/*}" 32 "$latency_pairs" /tmp/t.jsonl "${latency[@]}")"
+    "$(loop_cmd "${v%/*}" 32 "$latency_pairs" /tmp/t-%p.jsonl "${latency[@]}")"
 done
 
 # 3. The caching pool alone (Google Benchmark, simulated upstream). With 8
@@ -166,7 +166,7 @@ table_row "pool: cached alloc+free pair, 1 thread, stream-ordered / device-wide"
 table_row "same, 8 threads on $(nproc) CPUs, wall time per pair of the process" "" \
   "${pool[BM_HitPairStreamOrdered/threads:8]} / ${pool[BM_HitPairDeviceWide/threads:8]} ns" \
   "$(calc 'a / b' a="${pool[BM_HitPairStreamOrdered/threads:1]}" b="${pool[BM_HitPairStreamOrdered/threads:8]}" |
-     xargs printf '%.2fx throughput')" "" "$pool_cmd"
+     xargs printf '%.2fx 1-thread throughput')" "" "$pool_cmd"
 table_row "pool: miss path (a new segment) / working-set churn, per pair" "" \
   "${pool[BM_MissPath]} / ${pool[BM_WorkingSetChurn]} ns" "" "" "$pool_cmd"
 
@@ -193,7 +193,7 @@ zst=("$(bytes_per_line "$scratch/passthrough.jsonl.zst" zstd -dc)" "$(bytes_per_
 table_row "trace bytes per event, plain JSON Lines, loop with stacks: passthrough / caching" "" \
   "${plain[0]} / ${plain[1]} B" "" "$(within "${plain[@]}" 100)" "$(loop_cmd passthrough 32) (and caching); stat -c %s, wc -l"
 table_row "same, zstd (CUMEMTRACE_OUTPUT=...jsonl.zst)" "" "${zst[0]} / ${zst[1]} B" "" "$(within "${zst[@]}" 12)" \
-  "$(loop_cmd passthrough 32 "$pairs" /tmp/t.jsonl.zst) (and caching); zstd -dc | wc -l"
+  "$(loop_cmd passthrough 32 "$pairs" /tmp/t-%p.jsonl.zst) (and caching); zstd -dc | wc -l"
 
 # 6. The preload's resident memory per live allocation: growth of VmRSS while
 # LIVE allocations are live, under cumemtrace minus bare. The sim's own
@@ -220,7 +220,7 @@ rss_per_million() {  # MODE
 table_row "preload's resident memory per million live allocations: passthrough / caching (stacks on)" \
   "sim alone $(calc 'b / 1024 / (n / 1e6)' b="$(med bare)" n="$live" | xargs printf '%.1f') MiB" \
   "$(rss_per_million passthrough) / $(rss_per_million caching) MiB" "" "" \
-  "$note_env $B/tests/apps/bench_live_rss $live  vs  CUMEMTRACE_POOL=MODE CUMEMTRACE_STACKS=32 $B/bin/cumemtrace run -- $B/tests/apps/bench_live_rss $live"
+  "$note_env $B/tests/apps/bench_live_rss $live  vs  CUMEMTRACE_POOL=MODE CUMEMTRACE_STACKS=32 CUMEMTRACE_OUTPUT=/tmp/t-%p.jsonl $B/bin/cumemtrace run -- $B/tests/apps/bench_live_rss $live"
 
 # 7. The pool's peak reserved memory on PyTorch's snapshots, replayed with
 # PyTorch's policy (the baseline) and our defaults.
