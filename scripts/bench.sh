@@ -4,7 +4,8 @@
 # that reproduces it. Builds in Release into build-bench/
 # (CUMEMTRACE_BENCH_BUILD_DIR).
 #   scripts/bench.sh
-# Knobs (defaults): BENCH_PAIRS=1000000 (the hook loop), BENCH_RUNS=5,
+# Knobs (defaults): BENCH_PAIRS=1000000 (the hook loop, timed after
+#   BENCH_WARMUP_PAIRS=20000 untimed), BENCH_RUNS=5,
 #   BENCH_LATENCY_PAIRS=20000, BENCH_MALLOC_LATENCY_US=30, BENCH_FREE_LATENCY_US=20
 #   (the whole-run rows), BENCH_LIVE=1000000 (live allocations for the RSS
 #   row), BENCH_ANALYZER_EVENTS=3000000, BENCH_RSS_EVENTS=10000000 (the
@@ -16,6 +17,8 @@ root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 source "$root/scripts/bench_lib.sh"
 build=${CUMEMTRACE_BENCH_BUILD_DIR:-$root/build-bench}
 pairs=${BENCH_PAIRS:-1000000}
+export BENCH_WARMUP_PAIRS=${BENCH_WARMUP_PAIRS:-20000}
+warm_up=$BENCH_WARMUP_PAIRS
 runs=${BENCH_RUNS:-5}
 latency_pairs=${BENCH_LATENCY_PAIRS:-20000}
 malloc_latency_us=${BENCH_MALLOC_LATENCY_US:-30}
@@ -52,23 +55,25 @@ traced() {
   env "${vars[@]}" CUMEMTRACE_POOL="$mode" CUMEMTRACE_STACKS="$stacks" CUMEMTRACE_OUTPUT="$out" \
     "$cli" run -- "$@" 2>/dev/null
 }
-# The "<ns per pair> <pairs>" line of the loop programs (heaptrack adds its own lines).
-ns_per_pair() { grep -E '^[0-9.]+ [0-9]+$' | cut -d' ' -f1; }
+# The "<ns per timed pair> <pairs> <untimed pairs>" line of the loop programs
+# (heaptrack adds its own lines).
+ns_per_pair() { grep -E '^[0-9.]+ [0-9]+ [0-9]+$' | cut -d' ' -f1; }
 # within A B GOAL: whether both figures meet the goal (at most GOAL).
 within() { awk -v a="$1" -v b="$2" -v g="$3" 'BEGIN {print (a <= g && b <= g) ? "<= " g ": met" : "<= " g ": NOT met"}'; }
 
 # One run of the loop, HOW: bare | MODE/STACKS (cumemtrace) | host (the
-# malloc twin) | heaptrack | heaptrack-raw. Extra VAR=value words go to the
-# environment. Prints ns per pair.
+# malloc twin) | heaptrack | heaptrack-raw, timing N pairs after $warm_up.
+# Extra VAR=value words go to the environment. Prints ns per pair.
 run_loop() {
   local how=$1 n=$2
   shift 2
   case $how in
-    bare) env "$@" "$apps/bench_malloc_free" "$n" ;;
-    host) "$apps/bench_host_malloc" "$n" ;;
-    heaptrack) heaptrack -o "$scratch/heaptrack" "$apps/bench_host_malloc" "$n" 2>&1 ;;
-    heaptrack-raw) heaptrack --raw -o "$scratch/heaptrack-raw" "$apps/bench_host_malloc" "$n" 2>&1 ;;
-    *) traced "${how%/*}" "${how#*/}" "$scratch/${how%/*}-${how#*/}.jsonl" "$@" "$apps/bench_malloc_free" "$n" ;;
+    bare) env "$@" "$apps/bench_malloc_free" "$n" "$warm_up" ;;
+    host) "$apps/bench_host_malloc" "$n" "$warm_up" ;;
+    heaptrack) heaptrack -o "$scratch/heaptrack" "$apps/bench_host_malloc" "$n" "$warm_up" 2>&1 ;;
+    heaptrack-raw) heaptrack --raw -o "$scratch/heaptrack-raw" "$apps/bench_host_malloc" "$n" "$warm_up" 2>&1 ;;
+    *) traced "${how%/*}" "${how#*/}" "$scratch/${how%/*}-${how#*/}.jsonl" "$@" \
+         "$apps/bench_malloc_free" "$n" "$warm_up" ;;
   esac | ns_per_pair || { echo "bench: the $how run of $n pairs failed" >&2; exit 1; }
 }
 
@@ -89,12 +94,13 @@ for v in passthrough/0 passthrough/32 caching/0 caching/32; do
   trace=$scratch/${v%/*}-${v#*/}.jsonl
   allocs=$(grep -c '^{"ev":"alloc"' "$trace" || true)
   frees=$(grep -c '^{"ev":"free"' "$trace" || true)
-  ((allocs == pairs && frees == pairs)) ||
-    { echo "bench: the $v trace holds $allocs allocs and $frees frees, not $pairs" >&2; exit 1; }
+  ((allocs == pairs + warm_up && frees == allocs)) ||
+    { echo "bench: the $v trace holds $allocs allocs and $frees frees, not $pairs + $warm_up" >&2; exit 1; }
 done
 for f in "$scratch"/heaptrack.zst "$scratch"/heaptrack-raw.raw.zst; do
   calls=$(zstd -dc "$f" | grep -c '^[+-] ' || true)
-  ((calls >= 2 * pairs)) || { echo "bench: heaptrack recorded $calls calls in $f, not ${pairs}x2" >&2; exit 1; }
+  ((calls >= 2 * (pairs + warm_up))) ||
+    { echo "bench: heaptrack recorded $calls calls in $f, not 2 x ($pairs + $warm_up)" >&2; exit 1; }
 done
 heaptrack_calls=$(zstd -dc "$scratch/heaptrack.zst" | grep -c '^[+-] ')
 # Trace bytes per event (per line) of these runs, plain; zstd in part 5.
@@ -108,7 +114,7 @@ plain=("$(bytes_per_line "$scratch/passthrough-32.jsonl")" "$(bytes_per_line "$s
 added() { calc '(t - b) / 2' t="$(med "$1")" b="$(med "$2")" | xargs printf '%+.0f'; }
 pair_ns() { printf '%.0f ns/pair' "$(med "$1")"; }
 loop_cmd() {  # MODE STACKS [PAIRS [OUTPUT [VAR=value...]]]: the footnote of a loop row
-  local n=${3:-$pairs} out=${4:-/tmp/t-%p.jsonl} vars=("${@:5}")
+  local n="${3:-$pairs} $warm_up" out=${4:-/tmp/t-%p.jsonl} vars=("${@:5}")
   echo "$note_env ${vars[*]}${vars[*]:+ }$B/tests/apps/bench_malloc_free $n  vs  ${vars[*]}${vars[*]:+ }CUMEMTRACE_POOL=$1" \
     "CUMEMTRACE_STACKS=$2 CUMEMTRACE_OUTPUT=$out $B/bin/cumemtrace run -- $B/tests/apps/bench_malloc_free $n"
 }
@@ -117,7 +123,7 @@ for v in passthrough/0 passthrough/32 caching/0 caching/32; do
   table_row "time added per call, ${v%/*}, stacks $( ((stacks)) && echo "on (depth $stacks)" || echo off)" \
     "bare $(pair_ns bare)" "$(pair_ns "$v")" "$(added "$v" bare) ns/call" "" "$(loop_cmd "${v%/*}" "$stacks")"
 done
-heaptrack_cmd="$B/tests/apps/bench_host_malloc $pairs  vs  heaptrack -o /tmp/h $B/tests/apps/bench_host_malloc $pairs"
+heaptrack_cmd="$B/tests/apps/bench_host_malloc $pairs $warm_up  vs  heaptrack -o /tmp/h $B/tests/apps/bench_host_malloc $pairs $warm_up"
 table_row "heaptrack: time added per malloc/free, host twin of the loop" "bare $(pair_ns host)" \
   "heaptrack $(pair_ns heaptrack)" "$(added heaptrack host) ns/call" "" "$heaptrack_cmd"
 table_row "same, heaptrack --raw (records only, interprets nothing)" "bare $(pair_ns host)" \
@@ -139,7 +145,8 @@ table_row "stack capture alone, $frames frames (why the preload uses libunwind)"
   "$B/tests/apps/bench_unwind"
 
 # 2. The whole run with realistic driver latency (cudaMalloc tens of µs,
-# cudaFree synchronising and slow too, as on a real GPU).
+# cudaFree synchronising and slow too, as on a real GPU): all pairs timed.
+warm_up=0
 latency=(SIMCUDA_MALLOC_LATENCY_US="$malloc_latency_us" SIMCUDA_FREE_LATENCY_US="$free_latency_us")
 samples=()
 for ((i = 0; i < runs; i++)); do
@@ -188,7 +195,10 @@ table_row "analyzer: peak RSS, report on a ${an[big_events]}-event trace (${an[b
 
 # 5. Trace bytes per event (per line): the loop's traces with stacks, plain
 # (from the timed runs, part 1) and zstd (one more run each, untimed).
-for mode in passthrough caching; do traced "$mode" 32 "$scratch/$mode.jsonl.zst" "$apps/bench_malloc_free" "$pairs" >/dev/null; done
+warm_up=$BENCH_WARMUP_PAIRS
+for mode in passthrough caching; do
+  traced "$mode" 32 "$scratch/$mode.jsonl.zst" "$apps/bench_malloc_free" "$pairs" "$warm_up" >/dev/null
+done
 zst=("$(bytes_per_line "$scratch/passthrough.jsonl.zst" zstd -dc)" "$(bytes_per_line "$scratch/caching.jsonl.zst" zstd -dc)")
 table_row "trace bytes per event, plain JSON Lines, loop with stacks: passthrough / caching" "" \
   "${plain[0]} / ${plain[1]} B" "" "$(within "${plain[@]}" 100)" "$(loop_cmd passthrough 32) (and caching); stat -c %s, wc -l"
@@ -244,13 +254,14 @@ fi
 echo
 echo "cumemtrace benchmarks: $(machine_line)"
 echo "Release build ($B), medians of $runs interleaved runs. Hook loop: $pairs cudaMalloc/cudaFree pairs of irregular"
-echo "sizes (512 B .. 100 KB) from two call sites on the simulated device without latency; a pair is two intercepted"
-echo "calls, so time added per call = (ns per pair traced - ns per pair bare) / 2. heaptrack (Debian's): the same loop"
+echo "sizes (512 B .. 100 KB) from two call sites on the simulated device without latency, timed after $BENCH_WARMUP_PAIRS"
+echo "untimed ones (one-time costs of the tools); a pair is two intercepted calls, so time added per call ="
+echo "(ns per pair traced - ns per pair bare) / 2. heaptrack (Debian's): the same loop"
 echo "over host malloc/free (tests/apps/bench_host_malloc.cpp), its $heaptrack_calls recorded calls checked in its file."
 echo "Trace bytes per event: bytes / lines, every line an event (alloc, free, segment_*, stack, pool, ...)."
 echo
 print_table
 echo
-echo "command: ${CUMEMTRACE_TORCH_SNAPSHOTS:+CUMEMTRACE_TORCH_SNAPSHOTS=$CUMEMTRACE_TORCH_SNAPSHOTS }BENCH_PAIRS=$pairs BENCH_RUNS=$runs BENCH_LATENCY_PAIRS=$latency_pairs BENCH_MALLOC_LATENCY_US=$malloc_latency_us" \
+echo "command: ${CUMEMTRACE_TORCH_SNAPSHOTS:+CUMEMTRACE_TORCH_SNAPSHOTS=$CUMEMTRACE_TORCH_SNAPSHOTS }BENCH_PAIRS=$pairs BENCH_WARMUP_PAIRS=$BENCH_WARMUP_PAIRS BENCH_RUNS=$runs BENCH_LATENCY_PAIRS=$latency_pairs BENCH_MALLOC_LATENCY_US=$malloc_latency_us" \
   "BENCH_FREE_LATENCY_US=$free_latency_us BENCH_LIVE=$live BENCH_ANALYZER_EVENTS=$BENCH_ANALYZER_EVENTS" \
   "BENCH_RSS_EVENTS=$BENCH_RSS_EVENTS scripts/bench.sh"

@@ -3,7 +3,7 @@
 // output, no CUDA. scripts/bench.sh runs it bare and under heaptrack, whose
 // added time per call is the baseline for ours.
 //
-//   bench_host_malloc [PAIRS]     prints "<ns per pair> <pairs>"
+//   bench_host_malloc [PAIRS [UNTIMED PAIRS BEFORE]]   prints "<ns per timed pair> <pairs> <untimed pairs>"
 #include <cstdlib>
 
 #include "bench_pairs_loop.h"
@@ -36,11 +36,11 @@ __attribute__((noinline)) bool pair_at_site_b(std::size_t bytes) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  const long pairs = bench_pairs::pairs_from_args(argc, argv, "bench_host_malloc");
-  if (pairs == 0) return 2;
+  const auto counts = bench_pairs::counts_from_args(argc, argv, "bench_host_malloc");
+  if (!counts) return 2;
   // As bench_malloc_free creates its context before the clock starts: the
   // allocator (and a tracer's first-call set-up) is warm before timing.
   g_last_block = std::malloc(1);
   std::free(g_last_block);
-  return bench_pairs::time_pairs<&pair_at_site_a, &pair_at_site_b>(pairs);
+  return bench_pairs::time_pairs<&pair_at_site_a, &pair_at_site_b>(*counts);
 }

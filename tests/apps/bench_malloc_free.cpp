@@ -5,7 +5,7 @@
 // allocating weights and activations would. bench_host_malloc is its twin
 // over host malloc/free (the same loop, bench_pairs_loop.h), for heaptrack.
 //
-//   bench_malloc_free [PAIRS]     prints "<ns per pair> <pairs>"
+//   bench_malloc_free [PAIRS [UNTIMED PAIRS BEFORE]]   prints "<ns per timed pair> <pairs> <untimed pairs>"
 #include <cuda_runtime_api.h>
 
 #include "bench_pairs_loop.h"
@@ -36,8 +36,8 @@ __attribute__((noinline)) bool pair_at_site_b(std::size_t bytes) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  const long pairs = bench_pairs::pairs_from_args(argc, argv, "bench_malloc_free");
-  if (pairs == 0) return 2;
+  const auto counts = bench_pairs::counts_from_args(argc, argv, "bench_malloc_free");
+  if (!counts) return 2;
   if (cudaFree(nullptr) != cudaSuccess) return 3;  // context creation is not timed
-  return bench_pairs::time_pairs<&pair_at_site_a, &pair_at_site_b>(pairs);
+  return bench_pairs::time_pairs<&pair_at_site_a, &pair_at_site_b>(*counts);
 }

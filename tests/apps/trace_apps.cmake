@@ -15,8 +15,8 @@ cumemtrace_add_cuda_app(bench_live_rss bench_live_rss.cpp)
 # print the one well-formed line scripts/bench.sh parses.
 add_test(NAME bench_programs_output COMMAND sh -c [[
   set -e
-  out=$("$1" 1000); echo "$out" | grep -Eqx '[0-9]+\.[0-9] 1000' || { echo "bench_malloc_free: '$out'"; exit 1; }
-  out=$("$2" 1000); echo "$out" | grep -Eqx '[0-9]+\.[0-9] 1000' || { echo "bench_host_malloc: '$out'"; exit 1; }
+  out=$("$1" 1000); echo "$out" | grep -Eqx '[0-9]+\.[0-9] 1000 [0-9]+' || { echo "bench_malloc_free: '$out'"; exit 1; }
+  out=$("$2" 1000); echo "$out" | grep -Eqx '[0-9]+\.[0-9] 1000 [0-9]+' || { echo "bench_host_malloc: '$out'"; exit 1; }
   out=$("$3" 1000); echo "$out" | awk '!(NF == 4 && $1 > 0 && $2 >= $1 && $3 >= $2 && $4 == 1000) {exit 1}' ||
     { echo "bench_live_rss: '$out'"; exit 1; }]]
   sh $<TARGET_FILE:bench_malloc_free> $<TARGET_FILE:bench_host_malloc> $<TARGET_FILE:bench_live_rss>)
