@@ -1,16 +1,31 @@
 #!/usr/bin/env bash
-# Benchmarks: the time cumemtrace adds to each intercepted call (stacks off
-# and on) and stack capture alone. Each row is measured side by side, in this
-# run, against its baseline; figures are medians of several runs. Builds in Release into
-# build-bench/ (CUMEMTRACE_BENCH_BUILD_DIR).
-#   scripts/bench.sh            BENCH_PAIRS=1000000 BENCH_RUNS=5 by default;
+# Benchmarks (issue 6): one table, every row measured in this run side by
+# side with its baseline (runs interleaved, medians), each with the command
+# that reproduces it. Builds in Release into build-bench/
+# (CUMEMTRACE_BENCH_BUILD_DIR).
+#   scripts/bench.sh
+# Knobs (defaults): BENCH_PAIRS=1000000 (the hook loop, timed after
+#   BENCH_WARMUP_PAIRS=20000 untimed), BENCH_RUNS=5,
 #   BENCH_LATENCY_PAIRS=20000, BENCH_MALLOC_LATENCY_US=30, BENCH_FREE_LATENCY_US=20
-#   for the whole-run comparison with realistic driver latency
+#   (the whole-run rows), BENCH_LIVE=1000000 (live allocations for the RSS
+#   row), BENCH_ANALYZER_EVENTS=3000000, BENCH_RSS_EVENTS=10000000 (the
+#   analyzer's rows, scripts/bench_analyzer.sh).
+# Quick: BENCH_PAIRS=100000 BENCH_RUNS=3 BENCH_LATENCY_PAIRS=2000 BENCH_LIVE=200000
+#   BENCH_ANALYZER_EVENTS=300000 BENCH_RSS_EVENTS=1000000 scripts/bench.sh
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+source "$root/scripts/bench_lib.sh"
 build=${CUMEMTRACE_BENCH_BUILD_DIR:-$root/build-bench}
 pairs=${BENCH_PAIRS:-1000000}
+export BENCH_WARMUP_PAIRS=${BENCH_WARMUP_PAIRS:-20000}
+warm_up=$BENCH_WARMUP_PAIRS
 runs=${BENCH_RUNS:-5}
+latency_pairs=${BENCH_LATENCY_PAIRS:-20000}
+malloc_latency_us=${BENCH_MALLOC_LATENCY_US:-30}
+free_latency_us=${BENCH_FREE_LATENCY_US:-20}
+live=${BENCH_LIVE:-1000000}
+export BENCH_RUNS=$runs BENCH_ANALYZER_EVENTS=${BENCH_ANALYZER_EVENTS:-3000000} \
+  BENCH_RSS_EVENTS=${BENCH_RSS_EVENTS:-10000000}
 
 "$root/scripts/setup.sh" >&2
 if ! command -v nvcc >/dev/null && [[ -x /usr/local/cuda/bin/nvcc ]]; then
@@ -18,140 +33,235 @@ if ! command -v nvcc >/dev/null && [[ -x /usr/local/cuda/bin/nvcc ]]; then
 fi
 cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build "$build" -j"$(nproc)" --target cumemtrace cumemtrace_preload bench_malloc_free \
-  bench_unwind simcuda_runtime simcuda_driver pool_bench pool_replay_harness >/dev/null
+  bench_host_malloc bench_live_rss bench_unwind simcuda_runtime simcuda_driver pool_bench \
+  pool_replay_harness analysis_bench >/dev/null
 
 scratch=$(mktemp -d)
 trap 'rm -rf "$scratch"' EXIT
 export LD_LIBRARY_PATH=$build/sim${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
-program=$build/tests/apps/bench_malloc_free
+apps=$build/tests/apps
+cli=$build/bin/cumemtrace
+# How the footnotes spell these (run from the repository root).
+B=${build#"$root"/}
+note_env="export LD_LIBRARY_PATH=$B/sim;"
 
-median() { sort -g | awk '{a[NR]=$1} END {print (NR%2) ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2}'; }
+# traced MODE STACKS OUT [VAR=value...] PROGRAM ARGS...: the program under
+# `cumemtrace run` with pool MODE and STACKS frames, its trace written to OUT.
+traced() {
+  local mode=$1 stacks=$2 out=$3 vars=()
+  shift 3
+  while [[ $1 == *=* ]]; do vars+=("$1") && shift; done
+  rm -f "$out"
+  env "${vars[@]}" CUMEMTRACE_POOL="$mode" CUMEMTRACE_STACKS="$stacks" CUMEMTRACE_OUTPUT="$out" \
+    "$cli" run -- "$@" 2>/dev/null
+}
+# The "<ns per timed pair> <pairs> <untimed pairs>" line of the loop programs
+# (heaptrack adds its own lines).
+ns_per_pair() { grep -E '^[0-9.]+ [0-9]+ [0-9]+$' | cut -d' ' -f1; }
+# within A B GOAL: whether both figures meet the goal (at most GOAL).
+within() { awk -v a="$1" -v b="$2" -v g="$3" 'BEGIN {print (a <= g && b <= g) ? "<= " g ": met" : "<= " g ": NOT met"}'; }
 
-# ns per pair of `program PAIRS`; the first argument says how: "bare" (no
-# cumemtrace) or "MODE/STACKS" under `cumemtrace run` (CUMEMTRACE_POOL=MODE,
-# CUMEMTRACE_STACKS=STACKS; the trace is kept as $scratch/MODE-STACKS.jsonl).
-# Extra VAR=value words go to the environment. The callers interleave the
-# variants so that drift in the machine's speed hits all alike.
-run_once() {
+# One run of the loop, HOW: bare | MODE/STACKS (cumemtrace) | host (the
+# malloc twin) | heaptrack | heaptrack-raw, timing N pairs after $warm_up.
+# Extra VAR=value words go to the environment. Prints ns per pair.
+run_loop() {
   local how=$1 n=$2
   shift 2
-  if [[ $how == bare ]]; then
-    env "$@" "$program" "$n" | cut -d' ' -f1
-  else
-    local mode=${how%/*} stacks=${how#*/}
-    rm -f "$scratch/$mode-$stacks.jsonl"
-    env "$@" CUMEMTRACE_POOL="$mode" CUMEMTRACE_STACKS="$stacks" \
-      CUMEMTRACE_OUTPUT="$scratch/$mode-$stacks.jsonl" \
-      "$build/bin/cumemtrace" run -- "$program" "$n" 2>/dev/null | cut -d' ' -f1
-  fi
+  case $how in
+    bare) env "$@" "$apps/bench_malloc_free" "$n" "$warm_up" ;;
+    host) "$apps/bench_host_malloc" "$n" "$warm_up" ;;
+    heaptrack) heaptrack -o "$scratch/heaptrack" "$apps/bench_host_malloc" "$n" "$warm_up" 2>&1 ;;
+    heaptrack-raw) heaptrack --raw -o "$scratch/heaptrack-raw" "$apps/bench_host_malloc" "$n" "$warm_up" 2>&1 ;;
+    *) traced "${how%/*}" "${how#*/}" "$scratch/${how%/*}-${how#*/}.jsonl" "$@" \
+         "$apps/bench_malloc_free" "$n" "$warm_up" ;;
+  esac | ns_per_pair || { echo "bench: the $how run of $n pairs failed" >&2; exit 1; }
 }
-variants=(passthrough/0 passthrough/32 caching/0 caching/32)
+
+# 1. Time added per intercepted call, and heaptrack's on the host twin.
+variants=(passthrough/0 passthrough/32 caching/0 caching/32 bare host heaptrack heaptrack-raw)
 declare -A samples=()
-bare=() unw=() gcc=()
+unw=() gcc=()
 for ((i = 0; i < runs; i++)); do
-  bare+=("$(run_once bare "$pairs")")
-  for v in "${variants[@]}"; do samples[$v]+="$(run_once "$v" "$pairs") "; done
-  read -r unw_ns gcc_ns frames < <("$build/tests/apps/bench_unwind")
+  for v in "${variants[@]}"; do samples[$v]+="$(run_loop "$v" "$pairs") "; done
+  read -r unw_ns gcc_ns frames < <("$apps/bench_unwind")
   unw+=("$unw_ns") gcc+=("$gcc_ns")
 done
-bare_ns=$(printf '%s\n' "${bare[@]}" | median)
-variant_ns() { printf '%s\n' ${samples[$1]} | median; }
+med() { printf '%s\n' ${samples[$1]} | median; }
 unw_ns=$(printf '%s\n' "${unw[@]}" | median)
 gcc_ns=$(printf '%s\n' "${gcc[@]}" | median)
-bytes_per_event() {
-  awk -v b="$(stat -c %s "$1")" -v e="$(wc -l <"$1")" 'BEGIN {printf "%.1f", b / e}'
-}
-
-echo "cumemtrace benchmarks: $(nproc) cores, $(uname -m), $(date -u +%Y-%m-%d), $runs runs each, medians"
-echo "loop: $pairs cudaMalloc/cudaFree pairs of irregular sizes (512 B .. 100 KB) from two call sites,"
-echo "simulated device without latency; 'per call' is half the added time of a pair"
-echo
-row() {  # measurement, baseline ns, traced ns
-  printf '| %-64s | %9.1f ns | %9.1f ns | %9.1f ns |\n' "$1" "$2" "$3" \
-    "$(awk -v a="$3" -v b="$2" 'BEGIN {print a - b}')"
-}
-rule() { printf -- '-%.0s' $(seq "$1"); }
-printf '| %-64s | %12s | %12s | %12s |\n' "measurement (per cudaMalloc+cudaFree pair)" "baseline" "cumemtrace" "added"
-printf '|%s|%s|%s|%s|\n' "$(rule 66)" "$(rule 14)" "$(rule 14)" "$(rule 14)"
-row "passthrough, stacks off" "$bare_ns" "$(variant_ns passthrough/0)"
-row "passthrough, stacks on (depth 32)" "$bare_ns" "$(variant_ns passthrough/32)"
-row "caching pool, stacks off" "$bare_ns" "$(variant_ns caching/0)"
-row "caching pool, stacks on (depth 32)" "$bare_ns" "$(variant_ns caching/32)"
-printf '| %-64s | %12s | %12s | %12s |\n' "trace bytes per event, passthrough, stacks off / on" "" \
-  "$(bytes_per_event "$scratch/passthrough-0.jsonl") / $(bytes_per_event "$scratch/passthrough-32.jsonl")" ""
-echo
-echo "Stack capture alone, $frames frames (why the preload uses libunwind):"
-echo
-printf '| %-64s | %12s |\n' "unwinder" "per capture"
-printf '|%s|%s|\n' "$(rule 66)" "$(rule 14)"
-printf '| %-64s | %9.1f ns |\n' "unw_backtrace (libunwind, opened RTLD_LOCAL)" "$unw_ns"
-printf '| %-64s | %9.1f ns |\n' "_Unwind_Backtrace (libgcc)" "$gcc_ns"
-
-# A whole run with realistic driver latency (cudaMalloc tens of µs,
-# cudaFree synchronising and slow too, as on a real GPU): the program alone
-# against the same program under cumemtrace, whose caching pool serves
-# repeated requests without the driver. Fewer pairs: each costs ~50 µs bare.
-latency=(SIMCUDA_MALLOC_LATENCY_US="${BENCH_MALLOC_LATENCY_US:-30}"
-         SIMCUDA_FREE_LATENCY_US="${BENCH_FREE_LATENCY_US:-20}")
-latency_pairs=${BENCH_LATENCY_PAIRS:-20000}
-slow_bare=() slow_passthrough=() slow_caching=()
-for ((i = 0; i < runs; i++)); do
-  slow_bare+=("$(run_once bare "$latency_pairs" "${latency[@]}")")
-  slow_passthrough+=("$(run_once passthrough/32 "$latency_pairs" "${latency[@]}")")
-  slow_caching+=("$(run_once caching/32 "$latency_pairs" "${latency[@]}")")
+# Every call was recorded: our traces and heaptrack's files hold them all.
+for v in passthrough/0 passthrough/32 caching/0 caching/32; do
+  trace=$scratch/${v%/*}-${v#*/}.jsonl
+  allocs=$(grep -c '^{"ev":"alloc"' "$trace" || true)
+  frees=$(grep -c '^{"ev":"free"' "$trace" || true)
+  ((allocs == pairs + warm_up && frees == allocs)) ||
+    { echo "bench: the $v trace holds $allocs allocs and $frees frees, not $pairs + $warm_up" >&2; exit 1; }
 done
-slow_bare_ns=$(printf '%s\n' "${slow_bare[@]}" | median)
-slow_passthrough_ns=$(printf '%s\n' "${slow_passthrough[@]}" | median)
-slow_caching_ns=$(printf '%s\n' "${slow_caching[@]}" | median)
-echo
-echo "Whole run, $latency_pairs cudaMalloc+cudaFree pairs with ${latency[*]}"
-echo "(per pair; baseline: the program without cumemtrace):"
-echo
-printf '| %-64s | %12s | %12s | %12s |\n' "measurement" "baseline" "cumemtrace" "added"
-printf '|%s|%s|%s|%s|\n' "$(printf -- '-%.0s' {1..66})" "$(printf -- '-%.0s' {1..14})" \
-  "$(printf -- '-%.0s' {1..14})" "$(printf -- '-%.0s' {1..14})"
-row "realistic latency, passthrough (stacks on)" "$slow_bare_ns" "$slow_passthrough_ns"
-row "realistic latency, caching pool (stacks on)" "$slow_bare_ns" "$slow_caching_ns"
-printf '| %-64s | %12s | %12s | %12s |\n' "realistic latency, whole-run speed-up with the caching pool" "" \
-  "$(awk -v a="$slow_bare_ns" -v b="$slow_caching_ns" 'BEGIN {printf "%.1fx", a / b}')" ""
+for f in "$scratch"/heaptrack.zst "$scratch"/heaptrack-raw.raw.zst; do
+  calls=$(zstd -dc "$f" | grep -c '^[+-] ' || true)
+  ((calls >= 2 * (pairs + warm_up))) ||
+    { echo "bench: heaptrack recorded $calls calls in $f, not 2 x ($pairs + $warm_up)" >&2; exit 1; }
+done
+heaptrack_calls=$(zstd -dc "$scratch/heaptrack.zst" | grep -c '^[+-] ')
+# Trace bytes per event (per line) of these runs, plain; zstd in part 5.
+bytes_per_line() {  # FILE [DECOMPRESSOR...]
+  local file=$1 lines
+  shift
+  lines=$( (($#)) && "$@" "$file" | wc -l || wc -l <"$file")
+  calc 'b / l' b="$(stat -c %s "$file")" l="$lines" | xargs printf '%.1f'
+}
+plain=("$(bytes_per_line "$scratch/passthrough-32.jsonl")" "$(bytes_per_line "$scratch/caching-32.jsonl")")
+added() { calc '(t - b) / 2' t="$(med "$1")" b="$(med "$2")" | xargs printf '%+.0f'; }
+pair_ns() { printf '%.0f ns/pair' "$(med "$1")"; }
+loop_cmd() {  # MODE STACKS [PAIRS [OUTPUT [VAR=value...]]]: the footnote of a loop row
+  local n="${3:-$pairs} $warm_up" out=${4:-/tmp/t-%p.jsonl} vars=("${@:5}")
+  echo "$note_env ${vars[*]}${vars[*]:+ }$B/tests/apps/bench_malloc_free $n  vs  ${vars[*]}${vars[*]:+ }CUMEMTRACE_POOL=$1" \
+    "CUMEMTRACE_STACKS=$2 CUMEMTRACE_OUTPUT=$out $B/bin/cumemtrace run -- $B/tests/apps/bench_malloc_free $n"
+}
+for v in passthrough/0 passthrough/32 caching/0 caching/32; do
+  stacks=${v#*/}
+  table_row "time added per call, ${v%/*}, stacks $( ((stacks)) && echo "on (depth $stacks)" || echo off)" \
+    "bare $(pair_ns bare)" "$(pair_ns "$v")" "$(added "$v" bare) ns/call" "" "$(loop_cmd "${v%/*}" "$stacks")"
+done
+heaptrack_cmd="$B/tests/apps/bench_host_malloc $pairs $warm_up  vs  heaptrack -o /tmp/h $B/tests/apps/bench_host_malloc $pairs $warm_up"
+table_row "heaptrack: time added per malloc/free, host twin of the loop" "bare $(pair_ns host)" \
+  "heaptrack $(pair_ns heaptrack)" "$(added heaptrack host) ns/call" "" "$heaptrack_cmd"
+table_row "same, heaptrack --raw (records only, interprets nothing)" "bare $(pair_ns host)" \
+  "heaptrack $(pair_ns heaptrack-raw)" "$(added heaptrack-raw host) ns/call" "" "${heaptrack_cmd/-o/--raw -o}"
+ratio_to() {  # HEAPTRACK-VARIANT: "ours with stacks / heaptrack, passthrough / caching<TAB>goal"
+  local p c
+  p=$(calc '(a - b) / (h - hb)' a="$(med passthrough/32)" b="$(med bare)" h="$(med "$1")" hb="$(med host)")
+  c=$(calc '(a - b) / (h - hb)' a="$(med caching/32)" b="$(med bare)" h="$(med "$1")" hb="$(med host)")
+  printf '%.2f / %.2f\t%s\n' "$p" "$c" "$(within "$p" "$c" 0.5)"
+}
+IFS=$'\t' read -r result goal < <(ratio_to heaptrack)
+table_row "ours with stacks / heaptrack, added per call: passthrough / caching" "" "" "$result" "$goal" \
+  "from the rows 'passthrough, stacks on', 'caching, stacks on' and 'heaptrack' above"
+IFS=$'\t' read -r result goal < <(ratio_to heaptrack-raw)
+table_row "same against heaptrack --raw" "" "" "$result" "$goal" \
+  "from the rows 'passthrough, stacks on', 'caching, stacks on' and 'heaptrack --raw' above"
+table_row "stack capture alone, $frames frames (why the preload uses libunwind)" \
+  "_Unwind_Backtrace $(printf '%.0f' "$gcc_ns") ns" "unw_backtrace $(printf '%.0f' "$unw_ns") ns" "" "" \
+  "$B/tests/apps/bench_unwind"
 
-# The caching pool alone (Google Benchmark, simulated upstream without
-# device work): a cached alloc+free pair on 1 and 8 threads, the miss path,
-# a churning working set. Medians of BENCH_RUNS repetitions.
-echo
-echo "Caching pool, per alloc+free pair (medians of $runs repetitions). With 8 threads Google"
-echo "Benchmark divides the wall time by the pairs of all threads: the figure is the process's wall"
-echo "time per pair (1/throughput), so linear scaling is 1/min(8, CPUs) of the 1-thread figure, and"
-echo "a flat figure means no gain but no lock convoy either. This machine has $(nproc) CPUs:"
-echo
-printf '| %-58s | %12s | %12s |\n' "benchmark" "wall time" "CPU time"
-printf '|%s|%s|%s|\n' "$(printf -- '-%.0s' {1..60})" "$(printf -- '-%.0s' {1..14})" "$(printf -- '-%.0s' {1..14})"
-"$build/bin/pool_bench" --benchmark_repetitions="$runs" --benchmark_report_aggregates_only=true \
-    --benchmark_format=csv 2>/dev/null |
-  awk -F, '$1 ~ /_median"$/ {gsub(/"/, "", $1); sub(/_median$/, "", $1);
-           printf "| %-58s | %9.1f ns | %9.1f ns |\n", $1, $3, $4}'
+# 2. The whole run with realistic driver latency (cudaMalloc tens of µs,
+# cudaFree synchronising and slow too, as on a real GPU): all pairs timed.
+warm_up=0
+latency=(SIMCUDA_MALLOC_LATENCY_US="$malloc_latency_us" SIMCUDA_FREE_LATENCY_US="$free_latency_us")
+samples=()
+for ((i = 0; i < runs; i++)); do
+  for v in bare passthrough/32 caching/32; do samples[$v]+="$(run_loop "$v" "$latency_pairs" "${latency[@]}") "; done
+done
+for v in passthrough/32 caching/32; do
+  table_row "whole run, sim cudaMalloc ${malloc_latency_us} us / cudaFree ${free_latency_us} us, ${v%/*}, stacks on" \
+    "bare $(pair_ns bare)" "$(pair_ns "$v")" \
+    "$(calc 'b / t' b="$(med bare)" t="$(med "$v")" | xargs printf '%.2fx the speed')" "" \
+    "$(loop_cmd "${v%/*}" 32 "$latency_pairs" /tmp/t-%p.jsonl "${latency[@]}")"
+done
 
-# Memory: PyTorch's snapshots replayed through the pool with PyTorch's own
-# policy (the baseline, which reproduces PyTorch's recorded peaks), our
-# default, and expandable segments. Peaks in MiB.
+# 3. The caching pool alone (Google Benchmark, simulated upstream). With 8
+# threads the figure is the process's wall time per pair (1/throughput).
+# Medians (with BENCH_RUNS=1, the one run: Google Benchmark then prints no aggregates).
+declare -A pool=()
+while IFS=, read -r name wall cpu; do pool[$name]=$(printf '%.0f' "$wall"); done < <(
+  "$build/bin/pool_bench" --benchmark_repetitions="$runs" --benchmark_report_aggregates_only=true \
+      --benchmark_format=csv 2>/dev/null |
+    awk -F, '$1 ~ /^"BM_/ && $1 !~ /_(mean|stddev|cv)"$/ {gsub(/"|_median|\/real_time/, "", $1); print $1 "," $3 "," $4}')
+pool_cmd="$B/bin/pool_bench --benchmark_repetitions=$runs"
+table_row "pool: cached alloc+free pair, 1 thread, stream-ordered / device-wide" "" \
+  "${pool[BM_HitPairStreamOrdered/threads:1]} / ${pool[BM_HitPairDeviceWide/threads:1]} ns" "" "" "$pool_cmd"
+table_row "same, 8 threads on $(nproc) CPUs, wall time per pair of the process" "" \
+  "${pool[BM_HitPairStreamOrdered/threads:8]} / ${pool[BM_HitPairDeviceWide/threads:8]} ns" \
+  "$(calc 'a / b' a="${pool[BM_HitPairStreamOrdered/threads:1]}" b="${pool[BM_HitPairStreamOrdered/threads:8]}" |
+     xargs printf '%.2fx 1-thread throughput')" "" "$pool_cmd"
+table_row "pool: miss path (a new segment) / working-set churn, per pair" "" \
+  "${pool[BM_MissPath]} / ${pool[BM_WorkingSetChurn]} ns" "" "" "$pool_cmd"
+
+# 4. The analyzer (scripts/bench_analyzer.sh: speed against heaptrack_print,
+# Analysis::consume alone, peak RSS).
+declare -A an=()
+"$root/scripts/bench_analyzer.sh" --values "$scratch/analyzer" "$build"
+read_values an "$scratch/analyzer"
+analyzer_cmd="BENCH_ANALYZER_EVENTS=$BENCH_ANALYZER_EVENTS BENCH_RSS_EVENTS=$BENCH_RSS_EVENTS BENCH_RUNS=$runs scripts/bench_analyzer.sh"
+table_row "analyzer: Analysis::consume alone, per event (CPU)" "" "${an[consume_ns]} ns" "" "" \
+  "$B/bin/analysis_bench SYNTHETIC-${an[consume_events]}.jsonl (made by analyzer/tools/make_synthetic_trace.py)"
+table_row "analyzer: events/s, one core, CPU time (${an[events]}-event traces)" \
+  "heaptrack_print ${an[theirs_meps_cpu]} M/s" "report ${an[ours_meps_cpu]} M/s" "${an[speedup_cpu]}x per event" "" \
+  "$analyzer_cmd"
+table_row "analyzer: peak RSS on those traces" "heaptrack_print ${an[theirs_rss_mib]} MiB" \
+  "report ${an[ours_rss_mib]} MiB" "" "" "$analyzer_cmd"
+table_row "analyzer: peak RSS, report on a ${an[big_events]}-event trace (${an[big_mib]} MiB)" "" \
+  "${an[big_rss_mib]} MiB" "${an[big_meps_cpu]} M events/s" "" "$analyzer_cmd"
+
+# 5. Trace bytes per event (per line): the loop's traces with stacks, plain
+# (from the timed runs, part 1) and zstd (one more run each, untimed).
+warm_up=$BENCH_WARMUP_PAIRS
+for mode in passthrough caching; do
+  traced "$mode" 32 "$scratch/$mode.jsonl.zst" "$apps/bench_malloc_free" "$pairs" "$warm_up" >/dev/null
+done
+zst=("$(bytes_per_line "$scratch/passthrough.jsonl.zst" zstd -dc)" "$(bytes_per_line "$scratch/caching.jsonl.zst" zstd -dc)")
+table_row "trace bytes per event, plain JSON Lines, loop with stacks: passthrough / caching" "" \
+  "${plain[0]} / ${plain[1]} B" "" "$(within "${plain[@]}" 100)" "$(loop_cmd passthrough 32) (and caching); stat -c %s, wc -l"
+table_row "same, zstd (CUMEMTRACE_OUTPUT=...jsonl.zst)" "" "${zst[0]} / ${zst[1]} B" "" "$(within "${zst[@]}" 12)" \
+  "$(loop_cmd passthrough 32 "$pairs" /tmp/t-%p.jsonl.zst) (and caching); zstd -dc | wc -l"
+
+# 6. The preload's resident memory per live allocation: growth of VmRSS while
+# LIVE allocations are live, under cumemtrace minus bare. The sim's own
+# bookkeeping per device allocation (the bare growth) is subtracted for as
+# many device allocations as the traced run made: LIVE in passthrough, only
+# the pool's segments (segment_alloc lines) with the caching pool.
+samples=()
+for ((i = 0; i < runs; i++)); do
+  for v in bare passthrough/32 caching/32; do
+    if [[ $v == bare ]]; then
+      out=$("$apps/bench_live_rss" "$live")
+    else
+      out=$(traced "${v%/*}" 32 "$scratch/rss-${v%/*}.jsonl" "$apps/bench_live_rss" "$live")
+    fi
+    samples[$v]+="$(awk '{print $2 - $1}' <<<"$out") "
+  done
+done
+rss_per_million() {  # MODE
+  local trace=$scratch/rss-$1.jsonl segments
+  (($(grep -c '^{"ev":"alloc"' "$trace") == live)) || { echo "bench: $trace lacks allocations" >&2; exit 1; }
+  segments=$(grep -c '^{"ev":"segment_alloc"' "$trace" || true)
+  calc '(t - b * s / n) / 1024 / (n / 1e6)' t="$(med "$1/32")" b="$(med bare)" s="$segments" n="$live" | xargs printf '%.1f'
+}
+table_row "preload's resident memory per million live allocations: passthrough / caching (stacks on)" \
+  "sim alone $(calc 'b / 1024 / (n / 1e6)' b="$(med bare)" n="$live" | xargs printf '%.1f') MiB" \
+  "$(rss_per_million passthrough) / $(rss_per_million caching) MiB" "" "" \
+  "$note_env $B/tests/apps/bench_live_rss $live  vs  CUMEMTRACE_POOL=MODE CUMEMTRACE_STACKS=32 CUMEMTRACE_OUTPUT=/tmp/t-%p.jsonl $B/bin/cumemtrace run -- $B/tests/apps/bench_live_rss $live"
+
+# 7. The pool's peak reserved memory on PyTorch's snapshots, replayed with
+# PyTorch's policy (the baseline) and our defaults.
 snapshots=${CUMEMTRACE_TORCH_SNAPSHOTS:-$root/../shared/traces/torch}
 if compgen -G "$snapshots/*.pickle" >/dev/null; then
   mkdir -p "$scratch/torch"
   for p in "$snapshots"/*.pickle; do
-    "$build/bin/cumemtrace" import-torch "$p" -o "$scratch/torch/$(basename "${p%.pickle}").jsonl" >/dev/null 2>&1
+    "$cli" import-torch "$p" -o "$scratch/torch/$(basename "${p%.pickle}").jsonl" >/dev/null 2>&1
   done
-  echo
-  echo "Caching pool, peak reserved memory replaying PyTorch snapshots from $snapshots (MiB; r/a ="
-  echo "peak reserved / peak allocated, r/trace = peak reserved / PyTorch's recorded peak reserved):"
-  echo
-  "$build/bin/pool_replay_harness" --conf pytorch --conf "" --conf expandable_segments:true "$scratch"/torch/*.jsonl
+  read -r theirs ours worst count < <("$build/bin/pool_replay_harness" --conf pytorch --conf "" "$scratch"/torch/*.jsonl |
+    awk 'NR > 1 && $2 == "pytorch" {t[$1] = $5} NR > 1 && $2 == "(default)" {o[$1] = $5}
+         END {for (k in t) {st += t[k]; so += o[k]; r = o[k] / t[k]; if (r > w) w = r; n++}
+              printf "%.0f %.0f %.3f %d\n", st, so, w, n}')
+  table_row "pool: peak reserved, $count PyTorch snapshots replayed (sum)" "PyTorch's policy $theirs MiB" \
+    "$ours MiB" "$(printf '%.3fx, worst one %sx' "$(calc 'o / t' o="$ours" t="$theirs")" "$worst")" "" \
+    "$B/bin/cumemtrace import-torch SNAPSHOT.pickle -o T.jsonl; $B/bin/pool_replay_harness --conf pytorch --conf '' T.jsonl..."
 else
-  echo
-  echo "(no PyTorch snapshots in $snapshots: set CUMEMTRACE_TORCH_SNAPSHOTS for the pool's memory table)"
+  echo "bench: no PyTorch snapshots in $snapshots (set CUMEMTRACE_TORCH_SNAPSHOTS): no replay row" >&2
 fi
 
 echo
-echo "command: BENCH_PAIRS=$pairs BENCH_RUNS=$runs BENCH_LATENCY_PAIRS=$latency_pairs scripts/bench.sh"
-
-# The analyzer against heaptrack_print, its own table (scripts/bench_analyzer.sh).
-"$root/scripts/bench_analyzer.sh" "$build"
+echo "cumemtrace benchmarks: $(machine_line)"
+echo "Release build ($B), medians of $runs interleaved runs. Hook loop: $pairs cudaMalloc/cudaFree pairs of irregular"
+echo "sizes (512 B .. 100 KB) from two call sites on the simulated device without latency, timed after $BENCH_WARMUP_PAIRS"
+echo "untimed ones (one-time costs of the tools); a pair is two intercepted calls, so time added per call ="
+echo "(ns per pair traced - ns per pair bare) / 2. heaptrack (Debian's): the same loop"
+echo "over host malloc/free (tests/apps/bench_host_malloc.cpp), its $heaptrack_calls recorded calls checked in its file."
+echo "Trace bytes per event: bytes / lines, every line an event (alloc, free, segment_*, stack, pool, ...)."
+echo
+print_table
+echo
+echo "command: ${CUMEMTRACE_TORCH_SNAPSHOTS:+CUMEMTRACE_TORCH_SNAPSHOTS=$CUMEMTRACE_TORCH_SNAPSHOTS }BENCH_PAIRS=$pairs BENCH_WARMUP_PAIRS=$BENCH_WARMUP_PAIRS BENCH_RUNS=$runs BENCH_LATENCY_PAIRS=$latency_pairs BENCH_MALLOC_LATENCY_US=$malloc_latency_us" \
+  "BENCH_FREE_LATENCY_US=$free_latency_us BENCH_LIVE=$live BENCH_ANALYZER_EVENTS=$BENCH_ANALYZER_EVENTS" \
+  "BENCH_RSS_EVENTS=$BENCH_RSS_EVENTS scripts/bench.sh"

@@ -17,6 +17,7 @@ packages=(
   clang libclang-rt-dev  # libFuzzer for the reader's fuzz test (the runtime is only
                          # a Recommends of clang, and we install without those)
   heaptrack              # scripts/bench.sh's baseline (heaptrack_print, per-call cost)
+  time                   # /usr/bin/time: scripts/bench_analyzer.sh's CPU time and peak RSS
   chromium               # the HTML report's browser tests (headless)
   libpng-dev             # reading those tests' screenshots
 )

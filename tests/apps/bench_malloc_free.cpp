@@ -2,14 +2,13 @@
 // irregular sizes from two call sites, timed as a whole. scripts/bench.sh
 // runs it with and without cumemtrace, side by side, on the simulated device.
 // Two sites, so stack capture sees two distinct stacks, as a training loop
-// allocating weights and activations would.
+// allocating weights and activations would. bench_host_malloc is its twin
+// over host malloc/free (the same loop, bench_pairs_loop.h), for heaptrack.
 //
-//   bench_malloc_free [PAIRS]     prints "<ns per pair> <pairs>"
+//   bench_malloc_free [PAIRS [UNTIMED PAIRS BEFORE]]   prints "<ns per timed pair> <pairs> <untimed pairs>"
 #include <cuda_runtime_api.h>
 
-#include <chrono>
-#include <cstdio>
-#include <cstdlib>
+#include "bench_pairs_loop.h"
 
 namespace {
 
@@ -37,19 +36,8 @@ __attribute__((noinline)) bool pair_at_site_b(std::size_t bytes) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  const long pairs = argc > 1 ? std::atol(argv[1]) : 1'000'000;
-  if (pairs <= 0) {
-    std::fprintf(stderr, "usage: bench_malloc_free [PAIRS > 0]\n");
-    return 2;
-  }
+  const auto counts = bench_pairs::counts_from_args(argc, argv, "bench_malloc_free");
+  if (!counts) return 2;
   if (cudaFree(nullptr) != cudaSuccess) return 3;  // context creation is not timed
-  const auto start = std::chrono::steady_clock::now();
-  for (long i = 0; i < pairs; ++i) {
-    // Irregular sizes from 512 B to about 100 KB (a multiplicative walk).
-    const std::size_t bytes = 512 + static_cast<std::size_t>(i * 7919 % 100'000);
-    if (!((i & 1) ? pair_at_site_b(bytes) : pair_at_site_a(bytes))) return 4;
-  }
-  const std::chrono::duration<double, std::nano> elapsed = std::chrono::steady_clock::now() - start;
-  std::printf("%.1f %ld\n", elapsed.count() / static_cast<double>(pairs), pairs);
-  return 0;
+  return bench_pairs::time_pairs<&pair_at_site_a, &pair_at_site_b>(*counts);
 }
