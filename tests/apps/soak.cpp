@@ -2,7 +2,9 @@
 // free random sizes (1 B .. 8 MiB, seeded per thread) for SECONDS, through
 // cudaMalloc/cudaFree and cudaMallocAsync/cudaFreeAsync on several streams,
 // keeping a random live set, with stream and device synchronisations; in the
-// middle, worker threads fork while the others go on allocating. The
+// middle, worker threads fork while the others go on allocating; now and
+// then a thread uses a stream of its own for a few allocations and destroys
+// it. The
 // program keeps its own exact counts and prints them at the end, for the
 // test to hold the trace against:
 //
@@ -167,6 +169,31 @@ class Worker {
     return true;
   }
 
+  // A stream that lives for a few allocations: its blocks are freed in its
+  // order and it is destroyed at once, while its work may still run
+  // (cudaStreamDestroy returns immediately; pending work completes), so a
+  // later stream may get its handle.
+  bool short_lived_stream() {
+    cudaStream_t s = nullptr;
+    if (!ok(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), "cudaStreamCreateWithFlags")) return false;
+    void* blocks[4] = {};
+    std::size_t sizes[4] = {};
+    const int n = std::uniform_int_distribution<int>(1, 4)(rng_);
+    for (int i = 0; i < n; ++i) {
+      sizes[i] = random_size(rng_);
+      if (!ok(cudaMallocAsync(&blocks[i], sizes[i], s), "cudaMallocAsync")) return false;
+      counts_.add(kMallocAsync, sizes[i]);
+      if (!ok(cudaMemsetAsync(blocks[i], index_, std::min<std::size_t>(sizes[i], 64 << 10), s), "cudaMemsetAsync")) {
+        return false;
+      }
+    }
+    for (int i = 0; i < n; ++i) {
+      if (!ok(cudaFreeAsync(blocks[i], s), "cudaFreeAsync")) return false;
+      counts_.add(kFreeAsync, sizes[i]);
+    }
+    return ok(cudaStreamDestroy(s), "cudaStreamDestroy");
+  }
+
   bool synchronize() {
     if (std::bernoulli_distribution(0.1)(rng_)) return ok(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
     return ok(cudaStreamSynchronize(g_streams[pick_stream()]), "cudaStreamSynchronize");
@@ -179,6 +206,8 @@ class Worker {
       const double roll = std::uniform_real_distribution<double>(0, 1)(rng_);
       if (roll < 0.02) {
         good = synchronize();
+      } else if (roll < 0.025) {
+        good = short_lived_stream();
       } else if (live_.empty() || (live_.size() < kMaxLivePerThread && roll < 0.51)) {
         good = allocate();
       } else {
