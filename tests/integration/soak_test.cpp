@@ -6,9 +6,11 @@
 // allocation, ended, without errors, and `cumemtrace report` must read it
 // and find the leak the program left on purpose; the program must never
 // stall (its watchdog aborts) nor hang (the test kills it at a deadline).
+// A short run in passthrough mode is checked the same way, and against a
+// bare run.
 //
-// SOAK_SECONDS shortens (or lengthens) the run for local work;
-// the registered test runs the default minute.
+// SOAK_SECONDS shortens (or lengthens) the minute for local work; the
+// registered test runs the default.
 #include <gtest/gtest.h>
 #include <signal.h>
 
@@ -201,13 +203,15 @@ struct SoakRun {
   std::vector<pid_t> children;
 };
 
-SoakRun run_soak(const TempDir& dir, int seconds, bool traced) {
+enum class Preload { none, caching, passthrough };
+
+SoakRun run_soak(const TempDir& dir, int seconds, Preload preload) {
   fs::create_directory(dir / "children");
   EnvChanges env;
-  if (traced) {
+  if (preload != Preload::none) {
     env = {{"LD_PRELOAD", CUMEMTRACE_PRELOAD},
            {"CUMEMTRACE_OUTPUT", dir / "t.%p.jsonl"},
-           {"CUMEMTRACE_POOL", std::nullopt},
+           {"CUMEMTRACE_POOL", preload == Preload::passthrough ? std::optional<std::string>("passthrough") : std::nullopt},
            {"CUMEMTRACE_STACKS", std::nullopt}};
   }
   const auto running = start_command({kSoak, std::to_string(seconds), dir / "children"}, sim_environment(env), dir);
@@ -219,9 +223,11 @@ SoakRun run_soak(const TempDir& dir, int seconds, bool traced) {
   return run;
 }
 
-TEST(Soak, SixteenThreadsAndForksForAMinuteLoseNothing) {
-  TempDir dir;
-  const SoakRun run = run_soak(dir, soak_seconds(), true);
+// A traced run ended well and its traces hold exactly what the program and
+// its children counted: the parent's trace, one per exec'd child, nothing
+// else (no forked child wrote: CUDA refused it everything; none wrote into
+// the parent's).
+void expect_complete_traces(const TempDir& dir, const SoakRun& run) {
   const CommandResult& r = run.result;
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(r.err, "") << "nothing from cumemtrace, no stall";
@@ -231,8 +237,6 @@ TEST(Soak, SixteenThreadsAndForksForAMinuteLoseNothing) {
   ASSERT_GT(counted.live, 0) << r.out;
   ASSERT_EQ(run.children.size(), 6u) << r.out;
   expect_trace_matches(dir / ("t." + std::to_string(run.pid) + ".jsonl"), counted);
-  // The parent's trace, one per exec'd child, nothing else: no forked child
-  // wrote (CUDA refused it everything) and none wrote into the parent's.
   std::size_t expected_files = 1;
   for (const pid_t child : run.children) {
     SCOPED_TRACE("child " + std::to_string(child));
@@ -254,14 +258,20 @@ TEST(Soak, SixteenThreadsAndForksForAMinuteLoseNothing) {
   EXPECT_EQ(files, expected_files);
 }
 
+TEST(Soak, SixteenThreadsAndForksForAMinuteLoseNothing) {
+  TempDir dir;
+  expect_complete_traces(dir, run_soak(dir, soak_seconds(), Preload::caching));
+}
+
 TEST(Soak, ForkedChildrenSeeWhatTheyWouldWithoutCumemtrace) {
   // A short run each way: what CUDA tells a child of an initialised process
-  // (and its last-error state), and how each child ends.
+  // (and its last-error state), and how each child ends. The traced run is
+  // in passthrough mode, whose traces must be as complete.
   TempDir bare_dir, traced_dir;
-  const SoakRun bare = run_soak(bare_dir, 3, false);
+  const SoakRun bare = run_soak(bare_dir, 3, Preload::none);
   ASSERT_EQ(bare.result.exit_code, 0) << bare.result.err;
-  const SoakRun traced = run_soak(traced_dir, 3, true);
-  ASSERT_EQ(traced.result.exit_code, 0) << traced.result.err;
+  const SoakRun traced = run_soak(traced_dir, 3, Preload::passthrough);
+  expect_complete_traces(traced_dir, traced);
   EXPECT_EQ(traced.result.err, bare.result.err);
   const auto reports = child_reports(traced_dir / "children", traced.children);
   EXPECT_EQ(reports, child_reports(bare_dir / "children", bare.children));
