@@ -140,8 +140,13 @@ class Worker {
   bool free_one() {
     const std::size_t at = std::uniform_int_distribution<std::size_t>(0, live_.size() - 1)(rng_);
     const Block b = live_[at];
+    if (!release(b)) return false;  // still live, as far as the counts go
     live_[at] = live_.back();
     live_.pop_back();
+    return true;
+  }
+
+  bool release(const Block& b) {
     if (!b.async) {
       if (!ok(cudaFree(b.ptr), "cudaFree")) return false;
       counts_.add(kFree, b.size);
@@ -178,20 +183,27 @@ class Worker {
     if (!ok(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), "cudaStreamCreateWithFlags")) return false;
     void* blocks[4] = {};
     std::size_t sizes[4] = {};
-    const int n = std::uniform_int_distribution<int>(1, 4)(rng_);
-    for (int i = 0; i < n; ++i) {
-      sizes[i] = random_size(rng_);
-      if (!ok(cudaMallocAsync(&blocks[i], sizes[i], s), "cudaMallocAsync")) return false;
-      counts_.add(kMallocAsync, sizes[i]);
-      if (!ok(cudaMemsetAsync(blocks[i], index_, std::min<std::size_t>(sizes[i], 64 << 10), s), "cudaMemsetAsync")) {
-        return false;
+    const int wanted = std::uniform_int_distribution<int>(1, 4)(rng_);
+    bool good = true;
+    int made = 0;
+    for (; good && made < wanted; ++made) {
+      sizes[made] = random_size(rng_);
+      if (!ok(cudaMallocAsync(&blocks[made], sizes[made], s), "cudaMallocAsync")) break;
+      counts_.add(kMallocAsync, sizes[made]);
+      good = ok(cudaMemsetAsync(blocks[made], index_, std::min<std::size_t>(sizes[made], 64 << 10), s),
+                "cudaMemsetAsync");
+    }
+    good = good && made == wanted;
+    // What was allocated is freed even after a failure, so the counts stay exact.
+    for (int i = 0; i < made; ++i) {
+      if (ok(cudaFreeAsync(blocks[i], s), "cudaFreeAsync")) {
+        counts_.add(kFreeAsync, sizes[i]);
+      } else {
+        live_.push_back({blocks[i], sizes[i], true, 0});  // left allocated (stream 0 is the legacy one)
+        good = false;
       }
     }
-    for (int i = 0; i < n; ++i) {
-      if (!ok(cudaFreeAsync(blocks[i], s), "cudaFreeAsync")) return false;
-      counts_.add(kFreeAsync, sizes[i]);
-    }
-    return ok(cudaStreamDestroy(s), "cudaStreamDestroy");
+    return ok(cudaStreamDestroy(s), "cudaStreamDestroy") && good;
   }
 
   bool synchronize() {
