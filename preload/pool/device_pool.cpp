@@ -180,7 +180,9 @@ Allocation DevicePool::Impl::finish(SubPool& sp, Block* free_block, std::size_t 
   Allocation a;
   a.ptr = b->addr;
   a.block = b->size;
-  a.survives_reset = survives_reset(sp, b->segment);
+  // A device-wide block borrowed from a stream's sub-pool (the ladder's last
+  // step) is cudaMalloc's: a reset destroys it like any other.
+  a.survives_reset = survives_reset(sp, b->segment) && (stream_ordered || !sp.stream_ordered);
   return a;
 }
 
@@ -383,10 +385,42 @@ Allocation DevicePool::Impl::out_of_memory_ladder(SubPool& sp, PoolKind kind, st
     if (f) return finish(sp, f, rounded, size, stream_ordered);
     if (error.status != UpstreamStatus::out_of_memory) return Allocation{0, 0, error, {}};
   }
+  if (Allocation borrowed = borrow_from_other_sub_pools(sp, kind, size, rounded, stream_ordered); borrowed.ptr) {
+    return borrowed;
+  }
   Allocation failed{0, 0, error, make_report(size, rounded, stream_ordered, stream, error)};
   ooms_.fetch_add(1, std::memory_order_relaxed);
   if (observer_) observer_->on_oom(*failed.oom);
   return failed;
+}
+
+// The ladder's last step: a free block in another sub-pool, in a segment
+// that still holds live blocks (so no step above could give its memory
+// back). Without it a program with many streams or threads runs out of
+// memory while much of its device sits cached in sub-pools it cannot use,
+// where the driver takes from the whole device: the soak test
+// (tests/apps/soak.cpp, 16 threads with their per-thread streams on a
+// 512 MiB device) failed a 1 MiB cudaMallocAsync with 300 MiB cached free,
+// which the bare program never did. The block is taken under its sub-pool's
+// lock after a device synchronisation, so the work done with it before its
+// free has finished; it stays that sub-pool's block (a stream's free of it
+// is then a free in another stream's order there, reusable once its fence
+// completes). A device-wide request may take from any sub-pool (a reset
+// destroys its block wherever it lies: finish(), device_reset()); a
+// stream's only from another stream's, since a reset spares stream-ordered
+// memory and would not spare it in a device-wide segment.
+Allocation DevicePool::Impl::borrow_from_other_sub_pools(const SubPool& sp, PoolKind kind, std::size_t size,
+                                                         std::size_t rounded, bool stream_ordered) {
+  Allocation borrowed;
+  for_each_sub_pool([&](SubPool& other) {
+    if (borrowed.ptr != 0 || &other == &sp || (stream_ordered && !other.stream_ordered)) return;
+    std::lock_guard lock(other.mu);
+    reclaim(other);
+    UpstreamResult error;
+    Block* f = fit(other, kind, rounded, &error);
+    if (f && synchronize_device().ok()) borrowed = finish(other, f, rounded, size, stream_ordered);
+  });
+  return borrowed;
 }
 
 void DevicePool::Impl::release_everywhere() {
@@ -594,6 +628,16 @@ void DevicePool::Impl::device_reset() {
         // Ordinary segments were freed by the reset itself; an expandable
         // range was not, so the pool unmaps and returns it.
         release_segment(sp, seg, &ignored, /*freed_by_reset=*/!seg->expandable);
+      } else if (sp.stream_ordered) {
+        // Surviving stream memory: device-wide blocks borrowed into it by
+        // the ladder were cudaMalloc's, which the reset destroyed.
+        std::vector<Block*> borrowed;
+        for (Block* b = seg->first; b; b = b->next)
+          if (b->state == detail::BlockState::allocated && !b->stream_ordered) borrowed.push_back(b);
+        for (Block* b : borrowed) {
+          detail::unaccount_live(sp, b);
+          detail::make_free(sp, b);
+        }
       }
       seg = next;
     }

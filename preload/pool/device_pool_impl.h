@@ -101,6 +101,8 @@ class DevicePool::Impl {
   Allocation out_of_memory_ladder(SubPool& sp, PoolKind kind, std::size_t size, std::size_t rounded,
                                   bool stream_ordered, StreamHandle stream, UpstreamResult error);
   void release_everywhere();
+  Allocation borrow_from_other_sub_pools(const SubPool& sp, PoolKind kind, std::size_t size, std::size_t rounded,
+                                         bool stream_ordered);
   UpstreamResult synchronize_device();
   OomReport make_report(std::size_t size, std::size_t rounded, bool stream_ordered,
                         StreamHandle stream, UpstreamResult error);

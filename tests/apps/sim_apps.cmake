@@ -52,6 +52,7 @@ sim_app(sim_reset ENV SIMCUDA_ASYNC_LATENCY_US=50000)
 sim_app(sim_threads ENV SIMCUDA_MALLOC_LATENCY_US=1000 SIMCUDA_FREE_LATENCY_US=1000)
 sim_app(sim_80gib ENV SIMCUDA_DEVICE_MEMORY=80GiB)
 sim_app(sim_fork ENV SIMCUDA_ASYNC_LATENCY_US=20000)
+sim_app(sim_fork_exit)
 # Bad values: one warning each, defaults (16 GiB, 1 device).
 sim_app(sim_env ARGS 17179869184 1 3
   ENV SIMCUDA_DEVICE_MEMORY=lots SIMCUDA_DEVICE_COUNT=two SIMCUDA_ASYNC_LATENCY_US=-5)

@@ -4,6 +4,7 @@ cumemtrace_add_cuda_app(demo_training_loop demo_training_loop.cpp)
 install(TARGETS demo_training_loop DESTINATION ${CMAKE_INSTALL_LIBEXECDIR}/cumemtrace)
 cumemtrace_add_cuda_app(fork_child fork_child.cpp)
 cumemtrace_add_cuda_app(oom_semantics oom_semantics.cpp)
+cumemtrace_add_cuda_app(oom_storm oom_storm.cpp)
 cumemtrace_add_cuda_app(bench_malloc_free bench_malloc_free.cpp)
 # scripts/bench.sh: its host-malloc twin (timed under heaptrack; no CUDA, same
 # flags) and the preload's resident memory per live allocation.

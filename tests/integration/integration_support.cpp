@@ -1,8 +1,15 @@
 #include "integration_support.h"
 
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+
 #include <algorithm>
+#include <chrono>
 #include <fstream>
 #include <stdexcept>
+#include <thread>
 
 namespace cumemtrace::testing {
 
@@ -17,12 +24,42 @@ EnvChanges sim_environment(const EnvChanges& more) {
   return env;
 }
 
-std::vector<nlohmann::json> read_json_lines(const std::string& path) {
+void for_each_json_line(const std::string& path,
+                        const std::function<void(std::size_t, const nlohmann::json&)>& each) {
   std::ifstream in(path);
   if (!in) throw std::runtime_error("cannot open " + path);
+  std::size_t number = 0;
+  for (std::string line; std::getline(in, line);) each(++number, nlohmann::json::parse(line));
+}
+
+std::vector<nlohmann::json> read_json_lines(const std::string& path) {
   std::vector<nlohmann::json> lines;
-  for (std::string line; std::getline(in, line);) lines.push_back(nlohmann::json::parse(line));
+  for_each_json_line(path, [&](std::size_t, const nlohmann::json& line) { lines.push_back(line); });
   return lines;
+}
+
+CommandResult wait_at_most(const RunningCommand& running, int seconds) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(seconds);
+  CommandResult result;
+  while (waitpid(running.pid, &result.raw_status, WNOHANG) == 0) {
+    if (std::chrono::steady_clock::now() > deadline) {
+      ADD_FAILURE() << "still running after " << seconds << " s: killed";
+      kill(running.pid, SIGKILL);
+      waitpid(running.pid, &result.raw_status, 0);
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  result.exited = WIFEXITED(result.raw_status);
+  result.exit_code = result.exited ? WEXITSTATUS(result.raw_status) : 128 + WTERMSIG(result.raw_status);
+  result.out = read_file(running.out_path);
+  result.err = read_file(running.err_path);
+  return result;
+}
+
+bool no_core_files() {
+  const rlimit none{0, 0};
+  return setrlimit(RLIMIT_CORE, &none) == 0;
 }
 
 }  // namespace cumemtrace::testing

@@ -3,6 +3,7 @@
 // directories and files come from tests/support.
 #pragma once
 
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -18,5 +19,19 @@ EnvChanges sim_environment(const EnvChanges& more = {});
 // Each line of a JSON Lines file, parsed independently of cumemtrace's own
 // reader (so a bug shared by our writer and reader cannot hide).
 std::vector<nlohmann::json> read_json_lines(const std::string& path);
+
+// The same one line at a time, for traces too large to hold parsed: `each`
+// gets the 1-based line number and the parsed line.
+void for_each_json_line(const std::string& path,
+                        const std::function<void(std::size_t, const nlohmann::json&)>& each);
+
+// Waits for a started program, killing it (and failing the test) if it
+// takes longer than `seconds`: a hang (at exit, in a deadlock) is one of the
+// bugs the tests look for.
+CommandResult wait_at_most(const RunningCommand& running, int seconds);
+
+// Turns core files off for this process and the programs it starts (those
+// that fault or abort on purpose); false if it could not.
+bool no_core_files();
 
 }  // namespace cumemtrace::testing

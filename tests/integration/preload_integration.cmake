@@ -4,6 +4,7 @@
 find_package(nlohmann_json 3 REQUIRED)
 add_executable(integration_tests
   bad_options_test.cpp
+  fault_matrix_test.cpp
   integration_support.cpp
   known_sequence_test.cpp
   launcher_test.cpp
@@ -30,7 +31,7 @@ add_dependencies(integration_tests cumemtrace cumemtrace_preload known_sequence 
   route_runtime route_driver route_entry_points route_stream_ordered route_vmm route_semantics
   route_devices route_threads route_framework route_static_runtime route_real_runtime_static
   route_real_runtime_shared route_dlsym route_probe_local route_probe_early
-  pool_reuse_after_free pool_fragmentation pool_reset
+  pool_reuse_after_free pool_fragmentation pool_reset oom_storm
   simcuda_runtime simcuda_driver)
 gtest_discover_tests(integration_tests TEST_PREFIX "integration." DISCOVERY_TIMEOUT 60
   PROPERTIES TIMEOUT 300)

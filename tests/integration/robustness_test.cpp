@@ -4,8 +4,6 @@
 // under the preload; and the options `cumemtrace run` passes on.
 #include <gtest/gtest.h>
 #include <signal.h>
-#include <sys/resource.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -26,36 +24,12 @@ namespace {
 const std::string kApps = CUMEMTRACE_APPS_DIR;
 
 // No core files from the programs that fault on purpose.
-const bool kNoCores = [] {
-  const rlimit none{0, 0};
-  return setrlimit(RLIMIT_CORE, &none) == 0;
-}();
+const bool kNoCores = no_core_files();
 
 EnvChanges preloaded(const std::string& output, EnvChanges more = {}) {
   more.emplace_back("LD_PRELOAD", CUMEMTRACE_PRELOAD);
   more.emplace_back("CUMEMTRACE_OUTPUT", output);
   return sim_environment(more);
-}
-
-// Waits for the program, killing it (and failing) if it takes too long: a
-// hang at exit is one of the bugs these tests look for.
-CommandResult wait_at_most(const RunningCommand& running, int seconds) {
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(seconds);
-  CommandResult result;
-  while (waitpid(running.pid, &result.raw_status, WNOHANG) == 0) {
-    if (std::chrono::steady_clock::now() > deadline) {
-      ADD_FAILURE() << "still running after " << seconds << " s: killed";
-      kill(running.pid, SIGKILL);
-      waitpid(running.pid, &result.raw_status, 0);
-      break;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
-  result.exited = WIFEXITED(result.raw_status);
-  result.exit_code = result.exited ? WEXITSTATUS(result.raw_status) : 128 + WTERMSIG(result.raw_status);
-  result.out = read_file(running.out_path);
-  result.err = read_file(running.err_path);
-  return result;
 }
 
 CommandResult run_at_most(const std::vector<std::string>& argv, const EnvChanges& env, int seconds = 60) {

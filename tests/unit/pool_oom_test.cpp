@@ -110,6 +110,74 @@ TEST_F(OomTest, LadderSynchronisesToReclaimPendingFreesBeforeFailing) {
   EXPECT_EQ(pool.stats().reserved, 160 * MiB);
 }
 
+// The ladder's last step: memory cached free in another sub-pool, in a
+// segment that still holds a live block, serves a request the device itself
+// has no room for (the driver would have met it from the whole device).
+namespace {
+
+struct StreamOrderedUpstream : FakeUpstream {
+  StreamOrderedUpstream() : FakeUpstream(256 * MiB) { stream_ordered = true; }
+};
+
+struct LendTest : ::testing::Test {
+  static constexpr StreamHandle kA = 0x10, kB = 0x20;
+  StreamOrderedUpstream up;
+  RecordingObserver observer;
+  DevicePool pool{up, config_from("device_shards:1"), 0, &observer};
+  DevicePtr kept = 0;  // stream A's live 6 MiB block; its 20 MiB segment has 14 MiB free
+
+  void fill_device_leaving_a_hole() {
+    const Allocation a = pool.allocate_async(6 * MiB, kA);
+    ASSERT_TRUE(a.ok());
+    kept = a.ptr;
+    ASSERT_TRUE(pool.allocate_async(236 * MiB, kB).ok());  // the device is full
+    ASSERT_EQ(pool.stats().reserved, 256 * MiB);
+  }
+  bool inside_the_hole(DevicePtr p) const { return p > kept && p < kept + 20 * MiB; }
+  void TearDown() override {
+    EXPECT_EQ(pool.check_invariants(), "");
+    EXPECT_TRUE(up.violations.empty()) << up.violations.front();
+  }
+};
+
+}  // namespace
+
+TEST_F(LendTest, StreamRequestIsLentFreeMemoryOfAnotherStreamsSubPool) {
+  fill_device_leaving_a_hole();
+  const auto syncs = up.synchronize_calls;
+  const Allocation lent = pool.allocate_async(10 * MiB, kB);
+  ASSERT_TRUE(lent.ok()) << "14 MiB cached free in stream A's segment";
+  EXPECT_TRUE(observer.ooms.empty());
+  EXPECT_TRUE(inside_the_hole(lent.ptr));
+  EXPECT_TRUE(lent.survives_reset) << "stream-ordered memory, as stream B's own";
+  EXPECT_GT(up.synchronize_calls, syncs) << "taken only after the device finished A's work";
+  // Freed in B's order, it waits for B to reach the free before A reuses it.
+  ASSERT_EQ(pool.free_async(lent.ptr, kB).status, FreeStatus::ok);
+  EXPECT_EQ(pool.stats().pending_free, 10 * MiB);
+}
+
+TEST_F(LendTest, DeviceWideRequestIsLentAStreamsFreeMemoryThatAResetDestroys) {
+  fill_device_leaving_a_hole();
+  const Allocation lent = pool.allocate(10 * MiB);
+  ASSERT_TRUE(lent.ok());
+  EXPECT_TRUE(inside_the_hole(lent.ptr));
+  EXPECT_FALSE(lent.survives_reset) << "cudaMalloc's memory, wherever it lies";
+  up.reset_device();
+  pool.device_reset();
+  EXPECT_EQ(pool.free(lent.ptr).status, FreeStatus::invalid_pointer) << "as CUDA refuses a pointer from before";
+  EXPECT_EQ(pool.free_async(kept, kA).status, FreeStatus::ok) << "stream-ordered memory survived";
+}
+
+TEST_F(LendTest, StreamRequestIsNotLentDeviceWideMemory) {
+  // A reset would destroy a stream's block in a cudaMalloc segment, which
+  // CUDA's does not: the request fails as the driver would.
+  ASSERT_TRUE(pool.allocate(6 * MiB).ok());
+  ASSERT_TRUE(pool.allocate_async(236 * MiB, kB).ok());
+  const Allocation refused = pool.allocate_async(10 * MiB, kB);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.oom.value().cause, OomCause::fragmentation);
+}
+
 TEST_F(OomTest, HugeRequestFailsCleanly) {
   const Allocation a = pool.allocate(~std::size_t{0} - 100);
   ASSERT_FALSE(a.ok());

@@ -4,6 +4,7 @@
 // behavior"): work on the legacy stream waits for all earlier work on the
 // blocking streams of its context, and later work on a blocking stream waits
 // for the legacy stream. CU_STREAM_NON_BLOCKING streams take no part.
+#include <new>
 #include <system_error>
 #include <thread>
 
@@ -88,10 +89,19 @@ void stop_stream(const std::shared_ptr<Stream>& s) {
 }
 
 // The per-thread default stream of each context this thread used. It is
-// stopped (after draining) when the thread exits.
+// stopped (after draining) when the thread exits. Not in a forked child that
+// exits: the thread that forked runs this at exit() there, but the streams
+// are the parent's, their workers did not survive the fork and their locks
+// and condition variables may have been caught mid-operation by it (a
+// notify then waits forever for a waiter that no longer exists: found by
+// tests/apps/soak). Like the rest of the parent's state, they are left alone.
 struct PerThreadStreams {
   std::unordered_map<Context*, std::shared_ptr<Stream>> map;
   ~PerThreadStreams() {
+    if (g_forked_child.load(std::memory_order_relaxed)) {
+      (void)new decltype(map)(std::move(map));  // leaked: nothing of the parent's is touched
+      return;
+    }
     for (auto& e : map) stop_stream(e.second);
   }
 };
