@@ -36,24 +36,27 @@ class LineBuffer {
     return *this;
   }
 
+  // Numbers are formatted straight into the line: room for the longest
+  // form is taken, and what the number did not use is given back.
   LineBuffer& u64(std::uint64_t v) {
-    char digits[20];
-    const auto end = std::to_chars(digits, digits + sizeof digits, v).ptr;  // 20 digits always fit
-    return raw(std::string_view(digits, static_cast<std::size_t>(end - digits)));
+    char* p = grow(20);  // 20 digits always fit
+    return give_back(static_cast<std::size_t>(p + 20 - std::to_chars(p, p + 20, v).ptr));
   }
 
   LineBuffer& i64(std::int64_t v) {
-    char digits[20];
-    const auto end = std::to_chars(digits, digits + sizeof digits, v).ptr;  // sign + 19 digits
-    return raw(std::string_view(digits, static_cast<std::size_t>(end - digits)));
+    char* p = grow(20);  // sign + 19 digits
+    return give_back(static_cast<std::size_t>(p + 20 - std::to_chars(p, p + 20, v).ptr));
   }
 
   // "0x…" in lowercase, as TRACE_FORMAT.md wants pointers and stream handles.
   LineBuffer& hex(std::uint64_t v) {
-    char out[20] = {'"', '0', 'x'};
-    char* end = std::to_chars(out + 3, out + sizeof out - 1, v, 16).ptr;  // lowercase digits
+    char* p = grow(19);  // quotes, 0x and 16 digits
+    p[0] = '"';
+    p[1] = '0';
+    p[2] = 'x';
+    char* end = std::to_chars(p + 3, p + 18, v, 16).ptr;  // lowercase digits
     *end++ = '"';
-    return raw(std::string_view(out, static_cast<std::size_t>(end - out)));
+    return give_back(static_cast<std::size_t>(p + 19 - end));
   }
 
   // A JSON string. Invalid UTF-8 (argv may hold any bytes) becomes U+FFFD so
@@ -105,6 +108,16 @@ class LineBuffer {
   }
 
   char* grow_on_heap(std::size_t n);
+
+  // Drops the last `n` bytes (room taken by grow() and not used).
+  LineBuffer& give_back(std::size_t n) {
+    if (spilled_) [[unlikely]] {
+      heap_.resize(heap_.size() - n);
+    } else {
+      size_ -= n;
+    }
+    return *this;
+  }
 
   static bool needs_escaping(std::string_view s) {
     for (char c : s) {

@@ -30,14 +30,16 @@ long thread_id() {
   return t_tid;
 }
 
-void append_common(LineBuffer& body, const char* api, format::MemoryKind kind, int dev,
-                   std::uintptr_t ptr, std::size_t size) {
-  body.field_i("tid", thread_id())
-      .field_plain("api", api)
-      .field_plain("kind", format::name(kind))
-      .field_i("dev", dev)
-      .field_hex("ptr", ptr)
-      .field("size", size);
+// The fields every alloc and free starts with. Returns where its
+// ,"dev":…,"ptr":…,"size":… part begins (it runs to the end): a passthrough
+// event's segment twin starts with exactly those bytes, copied, not
+// formatted again.
+std::size_t append_common(LineBuffer& body, const char* api, format::MemoryKind kind, int dev,
+                          std::uintptr_t ptr, std::size_t size) {
+  body.field_i("tid", thread_id()).field_plain("api", api).field_plain("kind", format::name(kind));
+  const std::size_t dev_ptr_size = body.view().size();
+  body.field_i("dev", dev).field_hex("ptr", ptr).field("size", size);
+  return dev_ptr_size;
 }
 
 FreeFamily family_of(Releases r) {
@@ -145,7 +147,8 @@ void Recorder::on_alloc(const AllocationFacts& f) {
   describe_device_once(f.dev);
 
   LineBuffer body;
-  append_common(body, f.api, f.kind, f.dev, f.ptr, f.size);
+  const std::size_t dev_ptr_size = append_common(body, f.api, f.kind, f.dev, f.ptr, f.size);
+  const std::size_t common_end = body.view().size();
   if (f.block != 0) body.field("block", f.block);
   if (f.stream) body.field_hex("stream", *f.stream);
   append_stack(body);
@@ -158,7 +161,7 @@ void Recorder::on_alloc(const AllocationFacts& f) {
   // Passthrough: the driver's memory is the application's block, so reserved
   // memory changed too, just before the application received it.
   LineBuffer segment;
-  segment.field_i("dev", f.dev).field_hex("ptr", f.ptr).field("size", f.size).field_plain("api", f.api);
+  segment.raw(body.view().substr(dev_ptr_size, common_end - dev_ptr_size)).field_plain("api", f.api);
   writer_.emit({{format::name(format::Event::segment_alloc), segment},
                 {format::name(format::Event::alloc), body}});
 }
@@ -167,7 +170,8 @@ void Recorder::emit_free(const char* api, std::uintptr_t ptr, const LiveAllocati
                          std::optional<std::uintptr_t> stream) {
   if (!ensure_trace_open()) return;
   LineBuffer body;
-  append_common(body, api, a.kind, a.dev, ptr, a.size);
+  const std::size_t dev_ptr_size = append_common(body, api, a.kind, a.dev, ptr, a.size);
+  const std::size_t common_end = body.view().size();
   if (stream) body.field_hex("stream", *stream);
   append_stack(body);
   if (a.pooled) {
@@ -175,8 +179,8 @@ void Recorder::emit_free(const char* api, std::uintptr_t ptr, const LiveAllocati
     writer_.emit(format::name(format::Event::free), body);
     return;
   }
-  LineBuffer segment;
-  segment.field_i("dev", a.dev).field_hex("ptr", ptr).field("size", a.size);
+  LineBuffer segment;  // ,"dev":…,"ptr":…,"size":…
+  segment.raw(body.view().substr(dev_ptr_size, common_end - dev_ptr_size));
   writer_.emit({{format::name(format::Event::free), body},
                 {format::name(format::Event::segment_free), segment}});
 }

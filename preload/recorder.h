@@ -172,12 +172,13 @@ class Recorder {
   // reason, live and live_bytes of the `end` line; the writer adds
   // `dropped`. No allocation: the signal paths use it.
   void append_end_fields(LineBuffer& end, format::EndReason reason) const;
-  void emit_free(const char* api, std::uintptr_t ptr, const LiveAllocation& a,
-                 std::optional<std::uintptr_t> stream);
+  // Inlined into on_free: one frame fewer for the stack capture to walk.
+  [[gnu::always_inline]] inline void emit_free(const char* api, std::uintptr_t ptr, const LiveAllocation& a,
+                                               std::optional<std::uintptr_t> stream);
   // ,"stack":<id> for an alloc/free/oom/error event: captures the calling
   // thread's stack, writing its `stack` event first if it is new. Called
   // only once the trace is open (the stack event must follow the header).
-  void append_stack(LineBuffer& body) { body.field("stack", stacks_.current_stack_id()); }
+  [[gnu::always_inline]] void append_stack(LineBuffer& body) { body.field("stack", stacks_.current_stack_id()); }
 
   const Config& config_;
   const DeviceQuery query_;

@@ -1,7 +1,5 @@
 #include "stacks/stack_recorder.h"
 
-#include <algorithm>
-
 #include "cumemtrace/trace_format.h"
 #include "diagnostics.h"
 
@@ -11,17 +9,28 @@ StackRecorder::StackRecorder(unsigned depth, const StackPlatform& platform, Trac
                              std::string perf_map_path)
     : depth_(std::min<std::size_t>(depth, StackTable::kMaxDepth)),
       capture_(platform.capture),
+      resolve_backtrace_(platform.raw_backtrace),
       writer_(writer),
-      enabled_(depth_ > 0 && capture_ != nullptr),
+      enabled_(depth_ > 0 && (capture_ != nullptr || resolve_backtrace_ != nullptr)),
       namer_(platform.symbol_table, std::move(perf_map_path)) {}
 
-std::uint32_t StackRecorder::current_stack_id() {
-  if (!enabled_) return 0;
-  std::call_once(table_once_, [this] { table_ = std::make_unique<StackTable>(kSlots, kFrames); });
-  std::uintptr_t ips[StackTable::kMaxDepth];
-  const std::size_t n = std::min(capture_(ips, depth_), depth_);
+void StackRecorder::prepare() {
+  std::call_once(prepare_once_, [this] {
+    table_ = std::make_unique<StackTable>(kSlots, kFrames);
+    if (resolve_backtrace_ != nullptr) {
+      const RawBacktraceRoute route = resolve_backtrace_();
+      own_begin_ = route.own_begin;
+      own_size_ = route.own_end > route.own_begin ? route.own_end - route.own_begin : 0;
+      backtrace_ = route.backtrace;
+    }
+    prepared_.store(true, std::memory_order_release);
+  });
+}
+
+std::uint32_t StackRecorder::intern(std::span<const std::uintptr_t> ips) {
+  const std::size_t n = ips.size();
   const std::uint32_t id = table_->intern(
-      std::span<const std::uintptr_t>(ips, n),
+      ips,
       [this](std::uint32_t new_id, std::span<const std::uintptr_t> frames) {
         write_stack_event(new_id, frames);
       });

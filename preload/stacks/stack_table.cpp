@@ -29,9 +29,12 @@ std::uint64_t mix(std::uint64_t h) {
 
 }  // namespace
 
+// Runs for every captured stack: one multiply per frame (the multiply
+// carries each address's low bits, where return addresses differ, upwards;
+// the rotation brings them back down), and the finaliser once.
 std::uint64_t StackTable::default_hash(std::span<const std::uintptr_t> ips) {
   std::uint64_t h = 0x9e3779b97f4a7c15ull ^ ips.size();
-  for (std::uintptr_t ip : ips) h = std::rotl(h ^ mix(ip), 27) * 0x9e3779b97f4a7c15ull;
+  for (std::uintptr_t ip : ips) h = std::rotl((h ^ ip) * 0x9e3779b97f4a7c15ull, 31);
   return mix(h);
 }
 

@@ -23,10 +23,6 @@
 namespace cumemtrace::preload {
 namespace {
 
-// Frames of ours on top of the application's: the hook, the recorder, the
-// stack recorder and the capture itself, with room to spare.
-constexpr std::size_t kOwnFramesAllowance = 16;
-
 struct Libunwind {
   decltype(&unw_backtrace) backtrace = nullptr;
   decltype(&unw_init_local2) init_local2 = nullptr;
@@ -122,19 +118,6 @@ int gcc_backtrace(void** out, int max) {
   return walk.count;
 }
 
-std::size_t capture(std::uintptr_t* out, std::size_t max) {
-  const Unwinding& u = unwinding();
-  void* raw[StackTable::kMaxDepth + kOwnFramesAllowance];
-  const int want = static_cast<int>(std::min(max + kOwnFramesAllowance, std::size(raw)));
-  const int n = u.lib.backtrace ? u.lib.backtrace(raw, want) : gcc_backtrace(raw, want);
-  std::size_t kept = 0;
-  for (int i = 0; i < n && kept < max; ++i) {
-    const auto ip = reinterpret_cast<std::uintptr_t>(raw[i]);
-    if (!u.own.contains(ip)) out[kept++] = ip;
-  }
-  return kept;
-}
-
 bool symbol_table_lookup(std::uintptr_t address, std::string& mangled) {
 #if defined(__x86_64__)
   const Libunwind& lib = unwinding().lib;
@@ -163,10 +146,15 @@ bool symbol_table_lookup(std::uintptr_t address, std::string& mangled) {
 #endif
 }
 
+RawBacktraceRoute raw_backtrace() {
+  const Unwinding& u = unwinding();
+  return {u.lib.backtrace ? u.lib.backtrace : &gcc_backtrace, u.own.begin, u.own.end};
+}
+
 }  // namespace
 
 StackPlatform native_stack_platform() {
-  return StackPlatform{&capture, &symbol_table_lookup};
+  return StackPlatform{.symbol_table = &symbol_table_lookup, .raw_backtrace = &raw_backtrace};
 }
 
 }  // namespace cumemtrace::preload
