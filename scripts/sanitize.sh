@@ -50,7 +50,7 @@ run_one() {
     cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Sanitize \
       -DCMAKE_C_COMPILER=gcc -DCMAKE_CXX_COMPILER=g++ \
       -DCMAKE_C_FLAGS="-O1 -g1" -DCMAKE_CXX_FLAGS="-O1 -g1" \
-      -DCUMEMTRACE_SANITIZE="$kind" >&2
+      -DCUMEMTRACE_SANITIZE="$kind" >&2 || return 1
   fi
   # ASan+UBSan: everything. TSan finds races between threads only, and the
   # analyzer (CLI included) runs on one thread: its unit, golden and HTML
@@ -59,11 +59,22 @@ run_one() {
   # device (stream workers) and the programs under cumemtrace on it.
   local -a targets=() select=() no_leak_check=()
   if [[ $kind == thread ]]; then
-    targets=(pool_unit_tests preload_unit_tests integration_tests)
+    # (demo_training_loop: the installation test installs it.)
+    targets=(pool_unit_tests preload_unit_tests integration_tests demo_training_loop)
+    # The programs of the simulated device's own tests (tests/apps/sim_apps.cmake).
     while read -r name; do targets+=("$name"); done < <(
-      ctest --test-dir "$build" -N -L sim | sed -n 's/^ *Test *#[0-9]*: *\(sim_[A-Za-z0-9_]*\)$/\1/p')
+      ninja -C "$build" -t targets all | sed -n 's/^\(sim_[A-Za-z0-9_]*\): phony$/\1/p')
+    # Not run, besides the analyzer's import tests (one thread):
+    #  - Survive.ExitFromDestructorsHandlersAndOtherThreads: in its
+    #    main-pthread-exit case the process never ends, because TSan's own
+    #    background thread outlives every program thread (reproduced without
+    #    cumemtrace: exit_paths main-pthread-exit under TSan alone).
+    #  - RunOptions.SignalSentToTheLauncherEndsTheProgramAndItsTrace: GCC 12's
+    #    TSan runs a signal handler only when the thread leaves an intercepted
+    #    call, and its waitpid is not one that waits for signals; the launcher's
+    #    handler (SA_RESTART) never runs, so the signal is never forwarded.
     select=(-R '^(pool\.|preload\.|integration\.|sim_)'
-      -E '^integration\.(SeedsWorkload|SeedsAtNinetyPercent|TorchSnapshots)\.')
+      -E '^integration\.((SeedsWorkload|SeedsAtNinetyPercent|TorchSnapshots)\..*|Survive\.ExitFromDestructorsHandlersAndOtherThreads|RunOptions\.SignalSentToTheLauncherEndsTheProgramAndItsTrace)$')
   else
     # Not run: it measures the analyzer's resident memory, which ASan's
     # shadow and its quarantine of freed memory inflate by design.
@@ -79,7 +90,8 @@ run_one() {
   fi
   local -a target_args=()
   for t in "${targets[@]}"; do target_args+=(--target "$t"); done
-  cmake --build "$build" -j"$jobs" "${target_args[@]}" >&2
+  # (`|| return`: errexit does not apply inside a function called with ||.)
+  cmake --build "$build" -j"$jobs" "${target_args[@]}" >&2 || return 1
 
   local logs=$build/sanitizer-logs
   rm -rf "$logs"
@@ -98,11 +110,17 @@ run_one() {
   local asan="$common:log_path=$logs/asan:verify_asan_link_order=0:strict_string_checks=1"
   asan+=":detect_stack_use_after_return=1:check_initialization_order=1"
   asan+=":handle_segv=0:handle_sigbus=0:handle_sigfpe=0"
+  # handle_segv=0: as for ASan. die_after_fork=0: the preload's core, and
+  # the preload in the integration tests, start their writer thread again in
+  # a forked child, which TSan otherwise refuses ("starting new threads after
+  # multi-threaded fork is not supported").
+  local tsan="$common:log_path=$logs/tsan:second_deadlock_stack=1:handle_segv=0:die_after_fork=0"
+  tsan+=":suppressions=$root/tests/sanitizer/tsan.supp"
   local -a env=(
     env -u CUMEMTRACE_BUILD_DIR -u CUMEMTRACE_FUZZ_SECONDS -u CUMEMTRACE_FUZZ_BUILD_DIR
     -u CUMEMTRACE_SANITIZE_BUILD_PREFIX
     "UBSAN_OPTIONS=$common:log_path=$logs/ubsan:print_stacktrace=1:halt_on_error=1"
-    "TSAN_OPTIONS=$common:log_path=$logs/tsan:halt_on_error=0:second_deadlock_stack=1"
+    "TSAN_OPTIONS=$tsan"
     "LSAN_OPTIONS=suppressions=$build/sanitizer/lsan.supp"
   )
   local -a run_ctest=(ctest --test-dir "$build" --output-on-failure -j"$jobs" --timeout 600)
