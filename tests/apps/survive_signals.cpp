@@ -17,6 +17,7 @@
 //        under RLIMIT_FSIZE=BYTES, SIGXFSZ ignored or left at its default
 #include <cuda_runtime_api.h>
 #include <signal.h>
+#include <sys/mman.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
@@ -104,7 +105,12 @@ int main(int argc, char** argv) {
   if (mode == "segv" || mode == "segv-handler") {
     allocate_pattern();
     if (mode == "segv-handler") signal(SIGSEGV, report_and_restore);
-    *static_cast<volatile int*>(nullptr) = 1;
+    // A store to a page mapped without access: a real SIGSEGV, which a
+    // store through a null pointer is not guaranteed to be (it is undefined:
+    // GCC may turn it into a trap instruction, SIGILL, and UBSan stops it).
+    void* page = mmap(nullptr, 4096, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (page == MAP_FAILED) return 2;
+    *static_cast<volatile int*>(page) = 1;
     return 0;
   }
   if (mode == "abort") {

@@ -208,6 +208,14 @@ struct Globals {
   std::unordered_map<void*, std::shared_ptr<Stream>> streams;
   std::unordered_map<void*, std::shared_ptr<Event>> events;
   std::set<Pool*> pools;
+  // Destroyed contexts and pools, and devices of a failed cuInit, are kept
+  // here and never freed: a stale handle must stay invalid instead of naming
+  // a later object at the same address, and stream-ordered allocations still
+  // outstanding point at their pool ("the pool is destroyed once they are
+  // freed", cuMemPoolDestroy). Held, so that LeakSanitizer sees them as such.
+  std::vector<Context*> retired_contexts;
+  std::vector<Pool*> retired_pools;
+  std::vector<Device*> retired_devices;
   std::atomic<unsigned long long> next_stream_id{100};
 };
 Globals& G();

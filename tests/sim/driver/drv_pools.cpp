@@ -130,9 +130,10 @@ CUresult CUDAAPI cuMemPoolDestroy(CUmemoryPool pool) {
   if (p->is_default) return CUDA_ERROR_INVALID_VALUE;  // default pools cannot be destroyed
   std::lock_guard<std::mutex> lk(G().mu);
   // Allocations still outstanding keep working ("the pool is destroyed once
-  // they are freed"); the object is leaked so they can still point at it.
+  // they are freed"); the object is retired so they can still point at it.
   if (p->dev->current_pool == p) p->dev->current_pool = p->dev->default_pool;
   G().pools.erase(p);
+  G().retired_pools.push_back(p);
   return CUDA_SUCCESS;
 }
 

@@ -141,7 +141,8 @@ CUresult destroy_ctx(CUcontext ctx) {
   destroy_context_resources(c);
   {
     std::lock_guard<std::mutex> lk(G().mu);
-    G().contexts.erase(c);  // the object itself is leaked on purpose
+    G().contexts.erase(c);
+    G().retired_contexts.push_back(c);  // never freed: see Globals
   }
   // "If the context is current to the calling thread then it is also popped."
   auto& st = ctx_stack();
@@ -197,7 +198,10 @@ CUresult CUDAAPI cuInit(unsigned int Flags) {
     d->capacity = cfg.device_memory;
     if (!init_address_space(d)) {
       // Not enough address space for every device (e.g. 16 x 64 TiB): fail
-      // cleanly so a later cuInit starts from scratch (objects are leaked).
+      // cleanly so a later cuInit starts from scratch (objects are retired).
+      g.retired_devices.insert(g.retired_devices.end(), g.devices.begin(), g.devices.end());
+      g.retired_devices.push_back(d);
+      g.retired_pools.insert(g.retired_pools.end(), g.pools.begin(), g.pools.end());
       g.devices.clear();
       g.pools.clear();
       return CUDA_ERROR_OUT_OF_MEMORY;

@@ -1,0 +1,153 @@
+#!/usr/bin/env bash
+# Builds the code that is not injected (the pool, the trace format, the
+# preload's core, the analyzer and its CLI, the simulated device, the test
+# programs and the tests) with sanitizers and runs the unit and integration
+# tests there; libcumemtrace.so itself stays plain (cmake/Sanitize.cmake says
+# why). Fails on a failing test or on any sanitizer report, even one from a
+# process whose exit status a test ignores: every report is also written to
+# <build>/sanitizer-logs/, which must stay empty.
+#   scripts/sanitize.sh                 both: address (ASan+UBSan), then thread (TSan)
+#   scripts/sanitize.sh address|thread  one of them
+#   scripts/sanitize.sh thread -R pool  ctest arguments after the sanitizer
+# Build directories: build-asan/ and build-tsan/ (CUMEMTRACE_SANITIZE_BUILD_PREFIX
+# changes the "build" part). GCC, like the main build.
+set -euo pipefail
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+prefix=${CUMEMTRACE_SANITIZE_BUILD_PREFIX:-$root/build}
+
+kinds=(address thread)
+if [[ $# -gt 0 && $1 != -* ]]; then
+  kinds=("$1")
+  shift
+fi
+for kind in "${kinds[@]}"; do
+  [[ $kind == address || $kind == thread ]] ||
+    { echo "sanitize: unknown sanitizer '$kind' (address or thread)" >&2; exit 2; }
+done
+
+"$root/scripts/setup.sh" >&2
+if ! command -v nvcc >/dev/null && [[ -x /usr/local/cuda/bin/nvcc ]]; then
+  export PATH=/usr/local/cuda/bin:$PATH
+fi
+jobs=$(nproc)
+# The nested build of the plain libcumemtrace.so runs under the outer one.
+export CMAKE_BUILD_PARALLEL_LEVEL=$jobs
+
+run_one() {
+  local kind=$1; shift
+  local build suffix
+  case $kind in
+    address) suffix=asan ;;
+    thread) suffix=tsan ;;
+  esac
+  build=$prefix-$suffix
+  local start=$SECONDS
+  echo "sanitize: $kind: building in $build" >&2
+  # -O1 -g1: fast enough to build and run, line numbers in every report. No
+  # NDEBUG: assertions stay on. Warnings are the main build's job (GCC warns
+  # differently on instrumented code), so no -Werror here.
+  if [[ ! -f $build/CMakeCache.txt ]]; then
+    cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Sanitize \
+      -DCMAKE_C_COMPILER=gcc -DCMAKE_CXX_COMPILER=g++ \
+      -DCMAKE_C_FLAGS="-O1 -g1" -DCMAKE_CXX_FLAGS="-O1 -g1" \
+      -DCUMEMTRACE_SANITIZE="$kind" >&2 || return 1
+  fi
+  # ASan+UBSan: everything. TSan finds races between threads only, and the
+  # analyzer (CLI included) runs on one thread: its unit, golden and HTML
+  # tests are not run there; the tests whose code runs on several threads
+  # are: the pool, the preload's core (writer, flush thread), the simulated
+  # device (stream workers) and the programs under cumemtrace on it.
+  local -a targets=() select=() no_leak_check=()
+  if [[ $kind == thread ]]; then
+    # (demo_training_loop: the installation test installs it.)
+    targets=(pool_unit_tests preload_unit_tests integration_tests demo_training_loop)
+    # The programs of the simulated device's own tests (tests/apps/sim_apps.cmake).
+    while read -r name; do targets+=("$name"); done < <(
+      ninja -C "$build" -t targets all | sed -n 's/^\(sim_[A-Za-z0-9_]*\): phony$/\1/p')
+    # Not run, besides the analyzer's import tests (one thread):
+    #  - Survive.ExitFromDestructorsHandlersAndOtherThreads: in its
+    #    main-pthread-exit case the process never ends, because TSan's own
+    #    background thread outlives every program thread (reproduced without
+    #    cumemtrace: exit_paths main-pthread-exit under TSan alone).
+    #  - RunOptions.SignalSentToTheLauncherEndsTheProgramAndItsTrace: GCC 12's
+    #    TSan runs a signal handler only when the thread leaves an intercepted
+    #    call, and its waitpid is not one that waits for signals; the launcher's
+    #    handler (SA_RESTART) never runs, so the signal is never forwarded.
+    select=(-R '^(pool\.|preload\.|integration\.|sim_)'
+      -E '^integration\.((SeedsWorkload|SeedsAtNinetyPercent|TorchSnapshots)\..*|Survive\.ExitFromDestructorsHandlersAndOtherThreads|RunOptions\.SignalSentToTheLauncherEndsTheProgramAndItsTrace)$')
+  else
+    # Not run: it measures the analyzer's resident memory, which ASan's
+    # shadow and its quarantine of freed memory inflate by design.
+    # Run without leak checking: GCC 12's LeakSanitizer takes the allocator's
+    # lock at exit, and in a child forked while another thread held it (its
+    # runtime does not take that lock around fork) it waits forever: the
+    # children end by their alarm. Reproduced without cumemtrace, with
+    # tests/apps/fork_paths busy-parent alone under ASan.
+    local memory='analyzer\.Memory\.PeakResidentMemoryDoesNotGrowWithTheTrace'
+    local forks='integration\.Processes\.ForksWhileTheParentWritesNeverDeadlockOrLeak'
+    select=(-E "^($memory|$forks)\$")
+    no_leak_check=(-R "^$forks\$")
+  fi
+  local -a target_args=()
+  for t in "${targets[@]}"; do target_args+=(--target "$t"); done
+  # (`|| return`: errexit does not apply inside a function called with ||.)
+  cmake --build "$build" -j"$jobs" "${target_args[@]}" >&2 || return 1
+
+  local logs=$build/sanitizer-logs
+  rm -rf "$logs"
+  mkdir -p "$logs"
+  # log_path: reports go to files (and not to stderr, which some tests read);
+  # the check below turns any of them into a failure. One file name per
+  # runtime: GCC's UBSan runtime is not ASan's.
+  local common="print_summary=1"
+  # verify_asan_link_order=0: the integration tests preload the plain
+  # libcumemtrace.so ahead of the program's libasan.so; it defines no
+  # function ASan intercepts (exports.map), so the order does not matter.
+  # handle_segv/sigbus/sigfpe=0: the robustness tests fault on purpose and
+  # check that the program dies of the signal, as without cumemtrace; ASan's
+  # handler would make that exit(1). (ASan finds bad accesses before they
+  # fault; a fault it does not catch still fails its test.)
+  local asan="$common:log_path=$logs/asan:verify_asan_link_order=0:strict_string_checks=1"
+  asan+=":detect_stack_use_after_return=1:check_initialization_order=1"
+  asan+=":handle_segv=0:handle_sigbus=0:handle_sigfpe=0"
+  # handle_segv=0: as for ASan. die_after_fork=0: the preload's core, and
+  # the preload in the integration tests, start their writer thread again in
+  # a forked child, which TSan otherwise refuses ("starting new threads after
+  # multi-threaded fork is not supported").
+  local tsan="$common:log_path=$logs/tsan:second_deadlock_stack=1:handle_segv=0:die_after_fork=0"
+  tsan+=":suppressions=$root/tests/sanitizer/tsan.supp"
+  local -a env=(
+    env -u CUMEMTRACE_BUILD_DIR -u CUMEMTRACE_FUZZ_SECONDS -u CUMEMTRACE_FUZZ_BUILD_DIR
+    -u CUMEMTRACE_SANITIZE_BUILD_PREFIX
+    "UBSAN_OPTIONS=$common:log_path=$logs/ubsan:print_stacktrace=1:halt_on_error=1"
+    "TSAN_OPTIONS=$tsan"
+    "LSAN_OPTIONS=suppressions=$build/sanitizer/lsan.supp"
+  )
+  local -a run_ctest=(ctest --test-dir "$build" --output-on-failure -j"$jobs" --timeout 600)
+  local status=0
+  "${env[@]}" "ASAN_OPTIONS=$asan:detect_leaks=1" "${run_ctest[@]}" "${select[@]}" "$@" || status=$?
+  if [[ ${#no_leak_check[@]} -gt 0 && $# -eq 0 ]]; then
+    "${env[@]}" "ASAN_OPTIONS=$asan:detect_leaks=0" "${run_ctest[@]}" "${no_leak_check[@]}" || status=$?
+  fi
+
+  local reports
+  # Every report ends with a SUMMARY line; a file without one holds a note
+  # (LeakSanitizer in a forked child: "Running thread ... was not suspended").
+  reports=$(grep -rl '^SUMMARY: ' "$logs" | sort || true)
+  if [[ -n $reports ]]; then
+    echo "sanitize: $kind: sanitizer reports:" >&2
+    while read -r f; do
+      echo "==== $f" >&2
+      cat "$f" >&2
+    done <<<"$reports"
+    status=1
+  fi
+  echo "sanitize: $kind: $( ((status == 0)) && echo clean || echo FAILED ) in $((SECONDS - start)) s" >&2
+  return "$status"
+}
+
+failed=0
+for kind in "${kinds[@]}"; do
+  run_one "$kind" "$@" || failed=1
+done
+exit "$failed"
