@@ -28,6 +28,7 @@
 #include <mutex>
 #include <set>
 #include <unordered_map>
+#include <type_traits>
 #include <vector>
 
 #include "../common/sim_config.h"
@@ -229,7 +230,30 @@ Device* device_at(int ordinal);  // nullptr if out of range (after init)
 double now_ms();
 
 // Thread-local context stack (cuCtxPush/Pop, cuCtxSetCurrent replaces top).
-std::vector<Context*>& ctx_stack();
+// Trivially destructible on purpose: exit() runs thread_local destructors
+// before atexit handlers and static destructors, and a program may still
+// free device memory there, as real CUDA allows (AddressSanitizer found a
+// std::vector here used after its destruction: exit_paths atexit-after).
+// Its depth is bounded; a push past it fails with CUDA_ERROR_OUT_OF_MEMORY.
+class ContextStack {
+ public:
+  static constexpr std::size_t kMaxDepth = 256;
+  bool empty() const { return depth_ == 0; }
+  bool full() const { return depth_ == kMaxDepth; }
+  Context*& back() { return items_[depth_ - 1]; }
+  [[nodiscard]] bool push_back(Context* c) {
+    if (depth_ == kMaxDepth) return false;
+    items_[depth_++] = c;
+    return true;
+  }
+  void pop_back() { --depth_; }
+
+ private:
+  Context* items_[kMaxDepth];
+  std::size_t depth_;
+};
+static_assert(std::is_trivially_destructible_v<ContextStack>);
+ContextStack& ctx_stack();
 
 // Frees everything owned by ctx: drains and stops its streams, frees its
 // allocations, events, VMM handles and pinned host memory.

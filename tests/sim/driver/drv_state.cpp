@@ -17,8 +17,8 @@ Globals& G() {
   return *g;
 }
 
-std::vector<Context*>& ctx_stack() {
-  static thread_local std::vector<Context*> stack;
+ContextStack& ctx_stack() {
+  static thread_local ContextStack stack;  // zero-initialised: empty
   return stack;
 }
 
@@ -120,13 +120,14 @@ CUresult create_ctx(CUcontext* pctx, unsigned flags, CUdevice dev) {
   if (!pctx) return CUDA_ERROR_INVALID_VALUE;
   Device* d = nullptr;
   if (CUresult r = check_device(dev, &d)) return r;
+  if (ctx_stack().full()) return CUDA_ERROR_OUT_OF_MEMORY;  // checked before anything is made
   Context* c = new_context(d, false, flags);
   {
     std::lock_guard<std::mutex> lk(G().mu);
     G().contexts.insert(c);
   }
   // cuCtxCreate pushes the new context onto the caller's stack.
-  ctx_stack().push_back(c);
+  (void)ctx_stack().push_back(c);  // not full: checked above
   *pctx = reinterpret_cast<CUcontext>(c);
   return CUDA_SUCCESS;
 }
@@ -310,7 +311,7 @@ CUresult CUDAAPI cuCtxSetCurrent(CUcontext ctx) {
   if (!c) {
     if (!st.empty()) st.pop_back();
   } else if (st.empty()) {
-    st.push_back(c);
+    (void)st.push_back(c);  // an empty stack has room
   } else {
     st.back() = c;
   }
@@ -324,7 +325,7 @@ static CUresult push_ctx(CUcontext ctx) {
     std::lock_guard<std::mutex> lk(G().mu);
     if (!c || !G().contexts.count(c)) return CUDA_ERROR_INVALID_CONTEXT;
   }
-  ctx_stack().push_back(c);
+  if (!ctx_stack().push_back(c)) return CUDA_ERROR_OUT_OF_MEMORY;
   return CUDA_SUCCESS;
 }
 static CUresult pop_ctx(CUcontext* pctx) {
