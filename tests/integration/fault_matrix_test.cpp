@@ -138,6 +138,13 @@ std::vector<Fault> faults() {
                     EXPECT_EQ(report["end"]["reason"], "exit");
                   }}});
   for (const std::string mode : {"static-dtor", "main-pthread-exit"}) {
+#if defined(__SANITIZE_THREAD__)
+    // Under ThreadSanitizer a program whose main thread ends in pthread_exit
+    // never exits: TSan's own background thread outlives every program
+    // thread (exit_paths main-pthread-exit alone, without cumemtrace, hangs
+    // too). The plain and ASan runs check this row.
+    if (mode == "main-pthread-exit") continue;
+#endif
     rows.push_back({.name = "exit from " + mode,
                     .argv = {kApps + "/exit_paths", mode},
                     .report = ReportExpectation{.more = [](const json& report, const CommandResult& traced) {
