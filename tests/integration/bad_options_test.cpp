@@ -88,13 +88,6 @@ std::string operations(const std::string& manifest) {
   return out;
 }
 
-std::vector<std::string> lines_of(const std::string& text) {
-  std::vector<std::string> lines;
-  std::istringstream in(text);
-  for (std::string line; std::getline(in, line);) lines.push_back(line);
-  return lines;
-}
-
 class BadOptions : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {

@@ -39,18 +39,13 @@ const bool kNoCores = no_core_files();
 using Runner = std::function<CommandResult(const std::vector<std::string>&, const EnvChanges&)>;
 
 CommandResult run_to_end(const std::vector<std::string>& argv, const EnvChanges& env) {
-  TempDir scratch;
-  return wait_at_most(start_command(argv, env, scratch), 60);
+  return run_at_most(argv, env);
 }
 
 CommandResult kill_when_ready(const std::vector<std::string>& argv, const EnvChanges& env) {
   TempDir scratch;
   const auto running = start_command(argv, env, scratch);
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
-  while (read_file(running.out_path).find("ready\n") == std::string::npos &&
-         std::chrono::steady_clock::now() < deadline) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
+  wait_for_ready(running);
   std::this_thread::sleep_for(std::chrono::seconds(1));  // past the periodic flush
   kill(running.pid, SIGKILL);
   return wait_at_most(running, 30);
@@ -252,13 +247,6 @@ TEST(FaultMatrix, EachFaultBehavesAsWithoutCumemtraceAndLeavesAReadableTrace) {
 // three tenths of it until the request succeeds (tests/apps/oom_storm.cpp).
 // Every code and last-error state the program sees is the bare run's; the
 // trace has one `oom` line per failed request and every allocation made.
-std::vector<std::string> lines_of(const std::string& text) {
-  std::vector<std::string> lines;
-  std::istringstream in(text);
-  for (std::string line; std::getline(in, line);) lines.push_back(line);
-  return lines;
-}
-
 // The output without the lines whose presence or count depend on
 // scheduling (how often a near-capacity request met three holders).
 std::vector<std::string> scheduling_free(const std::string& out) {

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <chrono>
 #include <fstream>
+#include <sstream>
 #include <stdexcept>
 #include <thread>
 
@@ -60,6 +61,26 @@ CommandResult wait_at_most(const RunningCommand& running, int seconds) {
 bool no_core_files() {
   const rlimit none{0, 0};
   return setrlimit(RLIMIT_CORE, &none) == 0;
+}
+
+CommandResult run_at_most(const std::vector<std::string>& argv, const EnvChanges& env, int seconds) {
+  TempDir scratch;
+  return wait_at_most(start_command(argv, env, scratch), seconds);
+}
+
+void wait_for_ready(const RunningCommand& running) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (read_file(running.out_path).find("ready\n") == std::string::npos) {
+    ASSERT_LT(std::chrono::steady_clock::now(), deadline) << read_file(running.err_path);
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+}
+
+std::vector<std::string> lines_of(const std::string& text) {
+  std::vector<std::string> lines;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) lines.push_back(line);
+  return lines;
 }
 
 }  // namespace cumemtrace::testing

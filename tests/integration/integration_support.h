@@ -30,6 +30,16 @@ void for_each_json_line(const std::string& path,
 // bugs the tests look for.
 CommandResult wait_at_most(const RunningCommand& running, int seconds);
 
+// Starts `argv` with `env` and waits for it, at most `seconds` (wait_at_most).
+CommandResult run_at_most(const std::vector<std::string>& argv, const EnvChanges& env, int seconds = 60);
+
+// Waits (at most 30 s, else fails the test) until a started program has
+// printed the line "ready" on stdout.
+void wait_for_ready(const RunningCommand& running);
+
+// The lines of `text`, without their line breaks.
+std::vector<std::string> lines_of(const std::string& text);
+
 // Turns core files off for this process and the programs it starts (those
 // that fault or abort on purpose); false if it could not.
 bool no_core_files();

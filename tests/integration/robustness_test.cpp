@@ -32,19 +32,6 @@ EnvChanges preloaded(const std::string& output, EnvChanges more = {}) {
   return sim_environment(more);
 }
 
-CommandResult run_at_most(const std::vector<std::string>& argv, const EnvChanges& env, int seconds = 60) {
-  TempDir scratch;
-  return wait_at_most(start_command(argv, env, scratch), seconds);
-}
-
-void wait_for_ready(const RunningCommand& running) {
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
-  while (read_file(running.out_path).find("ready\n") == std::string::npos) {
-    ASSERT_LT(std::chrono::steady_clock::now(), deadline) << read_file(running.err_path);
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
-}
-
 std::map<std::string, int> count_events(const std::vector<json>& lines) {
   std::map<std::string, int> n;
   for (const auto& l : lines) ++n[l["ev"].get<std::string>()];
