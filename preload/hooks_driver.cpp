@@ -10,8 +10,9 @@
 // and cuMemRelease its `free`, once every reference is released
 // (cuMemRetainAllocationHandle adds one). What is usable at an address is
 // what cuMemMap mapped: each mapping is a `segment_alloc` (api cuMemMap),
-// each cuMemUnmap (or cuMemAddressFree of a reservation with mappings left)
-// writes a `segment_free` per range. So `reserved` is mapped memory, and a
+// each cuMemUnmap writes a `segment_free` per range. (cuMemAddressFree is
+// not hooked: the driver refuses to free a reservation with a mapping left
+// in it, tests/apps/sim_driver_probe on an H100, so it never unmaps.) So `reserved` is mapped memory, and a
 // handle released while still mapped stays reserved until it is unmapped,
 // as the driver keeps it (cuMemRelease: "freed when all mappings are unmapped").
 #define __CUDA_API_VERSION_INTERNAL 1  // declares the legacy and _ptsz ABIs too
@@ -208,13 +209,6 @@ CUresult mem_unmap(decltype(&::cuMemUnmap) real, CUdeviceptr ptr, size_t size) {
   return real(ptr, size);
 }
 
-CUresult mem_address_free(decltype(&::cuMemAddressFree) real, CUdeviceptr ptr, size_t size) {
-  if (!real) return kNoDriver;
-  ReentryGuard guard;
-  if (guard.outermost()) note_unmap(ptr, size);
-  return real(ptr, size);
-}
-
 // ---- streams and synchronisation (what the caching pool must know) ----------
 
 template <int Abi>
@@ -312,7 +306,6 @@ CUMEMTRACE_DRIVER_EXPORT(cuMemMap, mem_map,
                           CUmemGenericAllocationHandle handle, unsigned long long flags),
                          ptr, size, offset, handle, flags)
 CUMEMTRACE_DRIVER_EXPORT(cuMemUnmap, mem_unmap, (CUdeviceptr ptr, size_t size), ptr, size)
-CUMEMTRACE_DRIVER_EXPORT(cuMemAddressFree, mem_address_free, (CUdeviceptr ptr, size_t size), ptr, size)
 CUMEMTRACE_DRIVER_EXPORT(cuMemGetInfo_v2, mem_get_info_v2, (size_t * free_bytes, size_t* total_bytes),
                          free_bytes, total_bytes)
 CUMEMTRACE_DRIVER_EXPORT(cuMemGetInfo, mem_get_info_v1,
@@ -362,7 +355,6 @@ static const InterceptedSymbol kDriverSymbols[] = {
         mem_retain_allocation_handle),
     ROW(cuMemMap, "cuMemMap", 10020, false, mem_map),
     ROW(cuMemUnmap, "cuMemUnmap", 10020, false, mem_unmap),
-    ROW(cuMemAddressFree, "cuMemAddressFree", 10020, false, mem_address_free),
     ROW(cuMemGetInfo, "cuMemGetInfo", 2000, false, mem_get_info_v1),
     ROW(cuMemGetInfo_v2, "cuMemGetInfo", 3020, false, mem_get_info_v2),
     ROW(cuDevicePrimaryCtxReset, "cuDevicePrimaryCtxReset", 7000, false, primary_ctx_reset<1>),

@@ -107,7 +107,8 @@ int main() {
   SIM_CU_OK(cuGetProcAddress("cuMemAlloc", &fn, 3010, 0, &st));
   SIM_CHECK(st == CU_GET_PROC_ADDRESS_SUCCESS && fn == sym("cuMemAlloc"));
 
-  // The legacy 32-bit ABI really works: a pointer below 4 GiB, 32-bit size.
+  // The legacy 32-bit ABI is there, and refused in a context of today's API,
+  // as driver 580 refuses it on an H100 (sim_driver_probe).
   auto legacy_alloc = reinterpret_cast<LegacyAlloc>(fn);
   SIM_CU_OK(cuGetProcAddress("cuMemFree", &fn, 2000, 0, &st));
   auto legacy_free = reinterpret_cast<LegacyFree>(fn);
@@ -115,15 +116,10 @@ int main() {
   SIM_CU_OK(cuGetProcAddress("cuMemGetInfo", &fn, 2000, 0, &st));
   auto legacy_info = reinterpret_cast<LegacyMemGetInfo>(fn);
   unsigned int d32 = 0;
-  SIM_CU_OK(legacy_alloc(&d32, 4096));
-  SIM_CHECK(d32 != 0);
-  SIM_CU_OK(cuMemcpyHtoD(static_cast<CUdeviceptr>(d32), h.data(), 4096));
-  SIM_CU_OK(cuMemcpyDtoH(back.data(), static_cast<CUdeviceptr>(d32), 4096));
-  SIM_CHECK(back[4095] == 0x3c);
+  SIM_EXPECT_CU(legacy_alloc(&d32, 4096), CUDA_ERROR_INVALID_CONTEXT);
   unsigned int f32 = 0, t32 = 0;
-  SIM_CU_OK(legacy_info(&f32, &t32));
-  SIM_CHECK(t32 == 0xffffffffu);  // 4 GiB saturates the 32-bit ABI
-  SIM_CU_OK(legacy_free(d32));
+  SIM_EXPECT_CU(legacy_info(&f32, &t32), CUDA_ERROR_INVALID_CONTEXT);
+  SIM_EXPECT_CU(legacy_free(d32), CUDA_ERROR_INVALID_CONTEXT);
   SIM_CHECK(used() == 0);
 
   // Per-thread-default-stream variants are chosen by flags.

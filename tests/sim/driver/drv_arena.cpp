@@ -73,13 +73,8 @@ void RangeAllocator::remove(std::uintptr_t p, std::size_t size) {
 
 // ---- DeviceSpace -------------------------------------------------------------
 
-bool DeviceSpace::init(std::size_t size, bool low_32bit) {
-  int flags = MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE;
-#ifdef MAP_32BIT
-  if (low_32bit) flags |= MAP_32BIT;
-#else
-  if (low_32bit) return false;
-#endif
+bool DeviceSpace::init(std::size_t size) {
+  const int flags = MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE;
   size = (size + kPageSize - 1) / kPageSize * kPageSize;
   // One page more, so that the space can start on a page boundary: large
   // allocations are page-aligned, as on the real driver.

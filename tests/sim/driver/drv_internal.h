@@ -90,12 +90,12 @@ class RangeAllocator {
 // serve a large request.
 class DeviceSpace {
  public:
-  bool init(std::size_t size, bool low_32bit);
+  bool init(std::size_t size);
   bool ready() const { return base_ != 0; }
   bool contains(std::uintptr_t p) const { return p >= base_ && p < base_ + size_; }
   // Allocates `size` bytes (a multiple of kAllocAlign) with at most
   // `free_pages` new physical pages; adds the pages it took to *pages_taken.
-  // Returns 0 when the pages (or, in the 32-bit space, addresses) run out.
+  // Returns 0 when the pages run out.
   std::uintptr_t alloc(std::size_t size, std::size_t free_pages, std::size_t* pages_taken);
   // Frees what alloc returned; returns the number of pages given back.
   std::size_t release(std::uintptr_t p, std::size_t size);
@@ -113,7 +113,7 @@ class DeviceSpace {
   std::unordered_map<std::uintptr_t, std::size_t> shared_used_;  // shared page -> live bytes
 };
 
-enum class AllocKind { Device, Pitch, Managed, Async, Legacy32 };
+enum class AllocKind { Device, Pitch, Managed, Async };
 
 struct Allocation {
   std::uintptr_t base;
@@ -128,9 +128,8 @@ struct Allocation {
 struct Device {
   int ordinal = 0;
   std::size_t capacity = 0;
-  std::mutex mu;  // guards space, low, allocs, used
+  std::mutex mu;  // guards space, allocs, used
   DeviceSpace space;
-  DeviceSpace low;  // below 4 GiB, for the legacy 32-bit cuMemAlloc ABI
   std::map<std::uintptr_t, Allocation> allocs;
   // Physical memory in use: pages of allocations (space and low) + VMM
   // physical memory (cuMemCreate); always a multiple of kPageSize.

@@ -8,10 +8,17 @@
 namespace sim {
 namespace {
 
-// The legacy 32-bit ABI (cuMemAlloc with CUdeviceptr_v1) can only hold
-// addresses below 4 GiB, so those allocations come from a small second
-// reservation made with MAP_32BIT the first time one is requested.
-constexpr std::size_t kLowArenaSize = std::size_t{256} << 20;
+// The legacy 32-bit memory ABIs (cuMemAlloc, cuMemAllocPitch, cuMemAllocHost,
+// cuMemGetInfo, cuMemFree with CUdeviceptr_v1 or 32-bit sizes) are refused
+// with CUDA_ERROR_INVALID_CONTEXT, in a current primary context, as driver
+// 580.159.04 refuses them on an H100 (tests/apps/sim_driver_probe, run by
+// scripts/gpu-check.sh). Programs get them only by asking for them (the
+// exported unsuffixed symbols, or cuGetProcAddress with a version < 3020).
+CUresult legacy_abi() {
+  Context* c = nullptr;
+  if (CUresult r = current_ctx(&c)) return r;
+  return CUDA_ERROR_INVALID_CONTEXT;
+}
 
 struct HostAlloc {
   std::size_t size;
@@ -35,15 +42,18 @@ bool round_up(std::size_t n, std::size_t a, std::size_t* out) {
 
 Device* device_of(std::uintptr_t p) {
   for (Device* d : G().devices) {
-    if (d->space.contains(p) || d->low.contains(p)) return d;
+    if (d->space.contains(p)) return d;
   }
   return nullptr;
 }
 
 void release_locked(Device* d, std::map<std::uintptr_t, Allocation>::iterator it) {
   const Allocation& a = it->second;
-  d->used -= (d->low.contains(a.base) ? d->low : d->space).release(a.base, a.size) * kPageSize;
-  if (a.pool) a.pool->used_current.fetch_sub(a.size);
+  d->used -= d->space.release(a.base, a.size) * kPageSize;
+  // cuMemFree of stream-ordered memory frees it, but the pool goes on
+  // counting it as used (cudaMemPoolAttrUsedMemCurrent): driver 580.159.04
+  // on an H100 (tests/apps/sim_driver_probe).
+  if (a.pool && a.free_pending) a.pool->used_current.fetch_sub(a.size);
   d->allocs.erase(it);
 }
 
@@ -57,12 +67,6 @@ CUresult alloc_device(Context* ctx, std::size_t size, AllocKind kind, Pool* pool
   Device* d = ctx->dev;
   std::lock_guard<std::mutex> lk(d->mu);
   DeviceSpace* space = &d->space;
-  if (kind == AllocKind::Legacy32) {
-    if (!d->low.ready() && !d->low.init(std::min(kLowArenaSize, d->capacity), true)) {
-      return CUDA_ERROR_OUT_OF_MEMORY;
-    }
-    space = &d->low;
-  }
   // Out of memory when the physical pages run out (or the 32-bit space).
   std::size_t pages = 0;
   std::uintptr_t p = space->alloc(rounded, d->free_pages(), &pages);
@@ -234,52 +238,22 @@ CUresult CUDAAPI cuMemAlloc_v2(CUdeviceptr* dptr, size_t bytesize) {
   return alloc_api(dptr, bytesize, AllocKind::Device);
 }
 
-CUresult CUDAAPI cuMemAlloc(CUdeviceptr_v1* dptr, unsigned int bytesize) {
-  if (!dptr) return CUDA_ERROR_INVALID_VALUE;
-  CUdeviceptr p = 0;
-  CUresult r = alloc_api(&p, bytesize, AllocKind::Legacy32);
-  if (r == CUDA_SUCCESS) *dptr = static_cast<CUdeviceptr_v1>(p);
-  return r;
-}
+CUresult CUDAAPI cuMemAlloc(CUdeviceptr_v1*, unsigned int) { return legacy_abi(); }
 
 CUresult CUDAAPI cuMemFree_v2(CUdeviceptr dptr) { return free_api(dptr); }
-CUresult CUDAAPI cuMemFree(CUdeviceptr_v1 dptr) { return free_api(dptr); }
+CUresult CUDAAPI cuMemFree(CUdeviceptr_v1) { return legacy_abi(); }
 
 CUresult CUDAAPI cuMemGetInfo_v2(size_t* free_b, size_t* total_b) { return get_info(free_b, total_b); }
 
-CUresult CUDAAPI cuMemGetInfo(unsigned int* free_b, unsigned int* total_b) {
-  if (!free_b || !total_b) return CUDA_ERROR_INVALID_VALUE;
-  std::size_t f = 0, t = 0;
-  CUresult r = get_info(&f, &t);
-  if (r) return r;
-  // The 32-bit ABI cannot express more than 4 GiB; saturate.
-  *free_b = static_cast<unsigned>(std::min<std::size_t>(f, UINT_MAX));
-  *total_b = static_cast<unsigned>(std::min<std::size_t>(t, UINT_MAX));
-  return CUDA_SUCCESS;
-}
+CUresult CUDAAPI cuMemGetInfo(unsigned int*, unsigned int*) { return legacy_abi(); }
 
 CUresult CUDAAPI cuMemAllocPitch_v2(CUdeviceptr* dptr, size_t* pPitch, size_t WidthInBytes,
                                     size_t Height, unsigned int ElementSizeBytes) {
   return alloc_pitch(dptr, pPitch, WidthInBytes, Height, ElementSizeBytes, AllocKind::Pitch);
 }
 
-CUresult CUDAAPI cuMemAllocPitch(CUdeviceptr_v1* dptr, unsigned int* pPitch,
-                                 unsigned int WidthInBytes, unsigned int Height,
-                                 unsigned int ElementSizeBytes) {
-  if (!dptr || !pPitch) return CUDA_ERROR_INVALID_VALUE;
-  CUdeviceptr p = 0;
-  std::size_t pitch = 0;
-  if (ElementSizeBytes != 4 && ElementSizeBytes != 8 && ElementSizeBytes != 16) {
-    return CUDA_ERROR_INVALID_VALUE;
-  }
-  if (WidthInBytes == 0 || Height == 0) return CUDA_ERROR_INVALID_VALUE;
-  pitch = (std::size_t{WidthInBytes} + kAllocAlign - 1) / kAllocAlign * kAllocAlign;
-  if (pitch > UINT_MAX) return CUDA_ERROR_INVALID_VALUE;
-  CUresult r = alloc_api(&p, pitch * Height, AllocKind::Legacy32);
-  if (r) return r;
-  *dptr = static_cast<CUdeviceptr_v1>(p);
-  *pPitch = static_cast<unsigned>(pitch);
-  return CUDA_SUCCESS;
+CUresult CUDAAPI cuMemAllocPitch(CUdeviceptr_v1*, unsigned int*, unsigned int, unsigned int, unsigned int) {
+  return legacy_abi();
 }
 
 CUresult CUDAAPI cuMemAllocManaged(CUdeviceptr* dptr, size_t bytesize, unsigned int flags) {
@@ -291,9 +265,7 @@ CUresult CUDAAPI cuMemAllocManaged(CUdeviceptr* dptr, size_t bytesize, unsigned 
 }
 
 CUresult CUDAAPI cuMemAllocHost_v2(void** pp, size_t bytesize) { return host_alloc(pp, bytesize, 0); }
-CUresult CUDAAPI cuMemAllocHost(void** pp, unsigned int bytesize) {
-  return host_alloc(pp, bytesize, 0);
-}
+CUresult CUDAAPI cuMemAllocHost(void**, unsigned int) { return legacy_abi(); }
 CUresult CUDAAPI cuMemHostAlloc(void** pp, size_t bytesize, unsigned int Flags) {
   return host_alloc(pp, bytesize, Flags);
 }

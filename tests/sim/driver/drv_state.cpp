@@ -102,7 +102,7 @@ __attribute__((constructor)) void register_atfork() {
 // short (64 TiB devices); MAP_NORESERVE keeps it free of RAM and swap.
 bool init_address_space(Device* d) {
   for (std::size_t factor : {4, 2, 1}) {
-    if (d->capacity <= SIZE_MAX / factor && d->space.init(d->capacity * factor, false)) return true;
+    if (d->capacity <= SIZE_MAX / factor && d->space.init(d->capacity * factor)) return true;
   }
   std::fprintf(stderr, "simcuda: cannot reserve %zu bytes of address space for a device\n", d->capacity);
   return false;
