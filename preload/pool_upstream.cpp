@@ -28,6 +28,7 @@ struct Driver {
   CUMEMTRACE_DRIVER_FN(mem_get_info, cuMemGetInfo_v2);
   // Stream-ordered segments (optional: CUDA 11.2 and later).
   CUMEMTRACE_DRIVER_FN(mem_alloc_async, cuMemAllocAsync);
+  CUMEMTRACE_DRIVER_FN(mem_free_async, cuMemFreeAsync);
   CUMEMTRACE_DRIVER_FN(event_create, cuEventCreate);
   CUMEMTRACE_DRIVER_FN(event_record, cuEventRecord);
   CUMEMTRACE_DRIVER_FN(event_query, cuEventQuery);
@@ -196,16 +197,21 @@ UpstreamResult DriverUpstream::allocate_stream_ordered(std::size_t size, pool::S
 }
 
 UpstreamResult DriverUpstream::release_stream_ordered(DevicePtr ptr, std::size_t) {
-  // cuMemFree takes stream-ordered memory but "will not perform any implicit
-  // synchronization when the pointer was allocated with cuMemAllocAsync"
-  // (cuda.h): wait for earlier work first, as release() promises. No
-  // cuMemFreeAsync: the segment's stream may be gone (destroyed, reset).
+  // Wait for earlier work first, as release() promises, then free on the
+  // legacy stream: the segment's own stream may be gone (destroyed, reset).
+  // Not cuMemFree: it takes stream-ordered memory, but on driver 580 the
+  // pool then goes on counting it as used (cudaMemPoolAttrUsedMemCurrent,
+  // which is PyTorch's memory_allocated() under backend:cudaMallocAsync):
+  // tests/apps/sim_driver_probe, run on an H100 by scripts/gpu-check.sh.
   // The memory goes back to the driver's pool, which keeps what its release
-  // threshold lets it keep until the next synchronisation, exactly as it
-  // would have kept the application's own cudaFreeAsync'd memory.
+  // threshold lets it keep, exactly as it would have kept the application's
+  // own cudaFreeAsync'd memory.
   Driver& d = driver();
   InContext in(primary_);
   if (const CUresult rc = d.ctx_synchronize.get()(); rc != CUDA_SUCCESS) return result_of(rc);
+  if (auto free_async = d.mem_free_async.get()) {
+    return result_of(free_async(static_cast<CUdeviceptr>(ptr), CU_STREAM_LEGACY));
+  }
   return result_of(d.mem_free.get()(static_cast<CUdeviceptr>(ptr)));
 }
 
