@@ -10,6 +10,11 @@ import sys
 import tempfile
 import unittest
 
+
+def read(path):
+    with open(path) as f:
+        return json.load(f)
+
 CHECKS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "gpu_checks.py")
 
 
@@ -70,6 +75,27 @@ class GpuChecks(unittest.TestCase):
         self.assertIn("+0.91%", out)
         rc, out = self.check("time", "--base", base1, "--base", base2, "--traced", slow, "--goal", "0.02")
         self.assertEqual(rc, 1, out)
+
+    def test_time_step_by_step_when_the_runs_draw_the_same_shapes(self):
+        def run(name, scale, shapes=None):
+            steps = [{"step": i, "batch": 8 + i % 5, "length": 64, "seconds": (0.010 + 0.002 * (i % 5)) * scale}
+                     for i in range(40)]
+            if shapes:
+                steps[30]["batch"] = 99
+            return self.write(name, {"median_step_seconds": 0.014 * scale, "samples": steps})
+        base1, base2 = run("b1.json", 1.0), run("b2.json", 1.0)
+        # Medians alone would say +3%; every step is 1.5% slower.
+        traced = self.write("t.json", {**read(run("t.json", 1.015)), "median_step_seconds": 0.01442})
+        rc, out = self.check("time", "--base", base1, "--base", base2, "--traced", traced, "--goal", "0.02")
+        self.assertEqual(rc, 0, out)
+        self.assertIn("step by step: +1.50%", out)
+        rc, out = self.check("time", "--base", base1, "--base", base2, "--traced", traced, "--goal", "0.01")
+        self.assertEqual(rc, 1, out)
+        # Other shapes: only the medians can be compared.
+        other = run("o.json", 1.015, shapes=True)
+        rc, out = self.check("time", "--base", base1, "--base", base2, "--traced", other, "--goal", "0.02")
+        self.assertNotIn("; step by step", out)
+        self.assertEqual(rc, 0, out)
 
     def test_peak_reserved_against_pytorch(self):
         samples = self.write("s.json", {"max_reserved": 1000})

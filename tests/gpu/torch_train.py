@@ -135,6 +135,9 @@ def main():
             "length": length,
             "seconds": elapsed,
             "allocated": torch.cuda.memory_allocated(device),
+            # The bytes the tensors asked for, before the caching allocator
+            # rounds them or keeps a block's unsplit tail (PyTorch >= 2.1).
+            "requested": torch.cuda.memory_stats(device).get("requested_bytes.all.current", 0),
             "reserved": torch.cuda.memory_reserved(device),
             "max_reserved": torch.cuda.max_memory_reserved(device),
         })
