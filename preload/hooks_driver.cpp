@@ -10,11 +10,12 @@
 // and cuMemRelease its `free`, once every reference is released
 // (cuMemRetainAllocationHandle adds one). What is usable at an address is
 // what cuMemMap mapped: each mapping is a `segment_alloc` (api cuMemMap),
-// each cuMemUnmap writes a `segment_free` per range. (cuMemAddressFree is
-// not hooked: the driver refuses to free a reservation with a mapping left
-// in it, tests/apps/sim_driver_probe on an H100, so it never unmaps.) So `reserved` is mapped memory, and a
-// handle released while still mapped stays reserved until it is unmapped,
-// as the driver keeps it (cuMemRelease: "freed when all mappings are unmapped").
+// each cuMemUnmap writes a `segment_free` per range. So `reserved` is mapped
+// memory, and a handle released while still mapped stays reserved until it
+// is unmapped, as the driver keeps it (cuMemRelease: "freed when all
+// mappings are unmapped"). cuMemAddressFree is not hooked: the driver refuses
+// to free a reservation with a mapping left in it (tests/apps/sim_driver_probe
+// on an H100), so it never unmaps anything.
 #define __CUDA_API_VERSION_INTERNAL 1  // declares the legacy and _ptsz ABIs too
 #include <cuda.h>
 

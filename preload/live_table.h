@@ -278,8 +278,8 @@ class MappedRanges {
   }
 
   // Removes and returns every mapped range lying wholly in [ptr, ptr + size)
-  // (cuMemUnmap of whole mappings). One
-  // only partly covered stays: the driver refuses to unmap part of a mapping.
+  // (cuMemUnmap of whole mappings). One only partly covered stays: the
+  // driver refuses to unmap part of a mapping.
   std::vector<std::pair<std::uintptr_t, Range>> unmap(std::uintptr_t ptr, std::size_t size) {
     std::vector<std::pair<std::uintptr_t, Range>> removed;
     std::scoped_lock lock(mutex_);

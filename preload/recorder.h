@@ -99,8 +99,8 @@ class Recorder {
   // on the handle's device (`fallback_dev` for a handle we never saw).
   void on_map(const char* api, std::uintptr_t ptr, std::size_t size, std::uint64_t handle,
               int fallback_dev);
-  // Before cuMemUnmap: every mapped range starting in
-  // [ptr, ptr+size) stops being usable (segment_free).
+  // Before cuMemUnmap: every mapped range starting in [ptr, ptr+size) stops
+  // being usable (segment_free).
   void on_unmap(std::uintptr_t ptr, std::size_t size);
 
   // Before cudaDeviceReset / cuDevicePrimaryCtxReset of `dev`: every
