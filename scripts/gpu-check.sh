@@ -505,6 +505,37 @@ else
   torch_checks
 fi
 
+# --- PyTorch: cost per tensor --------------------------------------------------
+# Figures: what cumemtrace adds per tensor in a framework process (hundreds
+# of shared libraries, Python frames), where step times are too noisy to say.
+alloc_cost() {
+  local d=$out/torch.alloc_cost loop=$gpu_dir/torch_alloc_loop.py
+  fresh "$d"
+  if ! timeout "$(limit 120)" python3 "$loop" --out "$d/bare.json" >"$d/bare.log" 2>&1; then
+    fail torch.alloc_cost "untraced: $(last_line "$d/bare.log")"
+    return
+  fi
+  local run
+  for run in nostacks stacks; do
+    local options=(--torch-tensors)
+    [[ $run == nostacks ]] && options+=(--stacks 0)
+    if ! traced "$d/$run" "${options[@]}" -- python3 "$loop" --out "$d/$run.json"; then
+      fail torch.alloc_cost "$run: $(last_line "$d/$run/stderr")"
+      return
+    fi
+  done
+  ns() { python3 -c 'import json, sys; print(round(json.load(open(sys.argv[1]))["ns_per_tensor"]))' "$1"; }
+  local bare nostacks stacks
+  bare=$(ns "$d/bare.json") nostacks=$(ns "$d/nostacks.json") stacks=$(ns "$d/stacks.json")
+  say "INFO torch.alloc_cost: per tensor (torch.empty and free, 16 Python frames deep): PyTorch's caching" \
+    "allocator $bare ns; cumemtrace's pool (--torch-tensors) $nostacks ns without call stacks, $stacks ns" \
+    "with 32-frame stacks: $((stacks - nostacks)) ns per stack"
+}
+if [[ $sim != 1 ]] && wanted torch.alloc_cost &&
+    python3 -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)' >/dev/null 2>&1; then
+  alloc_cost
+fi
+
 # --- CuPy and JAX -------------------------------------------------------------
 framework_check() {
   local name=$1 framework=$2; shift 2
