@@ -9,7 +9,8 @@
 #   BENCH_LATENCY_PAIRS=20000, BENCH_MALLOC_LATENCY_US=30, BENCH_FREE_LATENCY_US=20
 #   (the whole-run rows), BENCH_LIVE=1000000 (live allocations for the RSS
 #   row), BENCH_ANALYZER_EVENTS=3000000, BENCH_RSS_EVENTS=10000000 (the
-#   analyzer's rows, scripts/bench_analyzer.sh).
+#   analyzer's rows, scripts/bench_analyzer.sh), BENCH_DEEP_PAIRS=1000,
+#   BENCH_DEEP_COLD_KIB=4096 (stack capture in a big process).
 # Quick: BENCH_PAIRS=100000 BENCH_RUNS=3 BENCH_LATENCY_PAIRS=2000 BENCH_LIVE=200000
 #   BENCH_ANALYZER_EVENTS=300000 BENCH_RSS_EVENTS=1000000 scripts/bench.sh
 set -euo pipefail
@@ -24,6 +25,8 @@ latency_pairs=${BENCH_LATENCY_PAIRS:-20000}
 malloc_latency_us=${BENCH_MALLOC_LATENCY_US:-30}
 free_latency_us=${BENCH_FREE_LATENCY_US:-20}
 live=${BENCH_LIVE:-1000000}
+deep_pairs=${BENCH_DEEP_PAIRS:-1000}
+deep_cold=${BENCH_DEEP_COLD_KIB:-4096}
 export BENCH_RUNS=$runs BENCH_ANALYZER_EVENTS=${BENCH_ANALYZER_EVENTS:-3000000} \
   BENCH_RSS_EVENTS=${BENCH_RSS_EVENTS:-10000000}
 
@@ -34,7 +37,7 @@ fi
 cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build "$build" -j"$(nproc)" --target cumemtrace cumemtrace_preload bench_malloc_free \
   bench_host_malloc bench_live_rss bench_unwind simcuda_runtime simcuda_driver pool_bench \
-  pool_replay_harness analysis_bench >/dev/null
+  pool_replay_harness analysis_bench bench_deep_stack >/dev/null
 
 scratch=$(mktemp -d)
 trap 'rm -rf "$scratch"' EXIT
@@ -143,6 +146,22 @@ table_row "same against heaptrack --raw" "" "" "$result" "$goal" \
 table_row "stack capture alone, $frames frames (why the preload uses libunwind)" \
   "_Unwind_Backtrace $(printf '%.0f' "$gcc_ns") ns" "unw_backtrace $(printf '%.0f' "$unw_ns") ns" "" "" \
   "$B/tests/apps/bench_unwind"
+
+# 1b. Stack capture in a big process: pairs made 61 frames deep through
+# distinct functions, with deep_cold KiB written between pairs (untimed), as a
+# training step's work cools the caches between two tensor allocations
+# (tests/apps/bench_deep_stack.cpp). Stacks on against off, same pool.
+samples=()
+for ((i = 0; i < runs; i++)); do
+  for v in passthrough/0 passthrough/32; do
+    samples[$v]+="$(traced "${v%/*}" "${v#*/}" "$scratch/deep.jsonl" "$apps/bench_deep_stack" "$deep_pairs" "$deep_cold" |
+      ns_per_pair) " || { echo "bench: the $v run of bench_deep_stack failed" >&2; exit 1; }
+  done
+done
+deep_cmd() { echo "CUMEMTRACE_POOL=passthrough CUMEMTRACE_STACKS=$1 CUMEMTRACE_OUTPUT=/tmp/t-%p.jsonl $B/bin/cumemtrace run -- $B/tests/apps/bench_deep_stack $deep_pairs $deep_cold"; }
+table_row "stack capture in a big process: 61-frame stack, $deep_cold KiB written between pairs, depth 32, passthrough" \
+  "stacks off $(pair_ns passthrough/0)" "stacks on $(pair_ns passthrough/32)" \
+  "$(added passthrough/32 passthrough/0) ns/call" "" "$note_env $(deep_cmd 0)  vs  $(deep_cmd 32)"
 
 # 2. The whole run with realistic driver latency (cudaMalloc tens of µs,
 # cudaFree synchronising and slow too, as on a real GPU): all pairs timed.
@@ -264,4 +283,4 @@ print_table
 echo
 echo "command: ${CUMEMTRACE_TORCH_SNAPSHOTS:+CUMEMTRACE_TORCH_SNAPSHOTS=$CUMEMTRACE_TORCH_SNAPSHOTS }BENCH_PAIRS=$pairs BENCH_WARMUP_PAIRS=$BENCH_WARMUP_PAIRS BENCH_RUNS=$runs BENCH_LATENCY_PAIRS=$latency_pairs BENCH_MALLOC_LATENCY_US=$malloc_latency_us" \
   "BENCH_FREE_LATENCY_US=$free_latency_us BENCH_LIVE=$live BENCH_ANALYZER_EVENTS=$BENCH_ANALYZER_EVENTS" \
-  "BENCH_RSS_EVENTS=$BENCH_RSS_EVENTS scripts/bench.sh"
+  "BENCH_RSS_EVENTS=$BENCH_RSS_EVENTS BENCH_DEEP_PAIRS=$deep_pairs BENCH_DEEP_COLD_KIB=$deep_cold scripts/bench.sh"

@@ -27,6 +27,13 @@ void StackRecorder::prepare() {
   });
 }
 
+void StackRecorder::grow_own_room(std::size_t own) {
+  const std::size_t wanted = std::min(own, kOwnFramesAllowance);
+  std::size_t room = own_room_.load(std::memory_order_relaxed);
+  while (room < wanted && !own_room_.compare_exchange_weak(room, wanted, std::memory_order_relaxed)) {
+  }
+}
+
 std::uint32_t StackRecorder::intern(std::span<const std::uintptr_t> ips) {
   const std::size_t n = ips.size();
   const std::uint32_t id = table_->intern(

@@ -12,6 +12,8 @@ add_executable(bench_host_malloc bench_host_malloc.cpp)
 target_link_libraries(bench_host_malloc PRIVATE cumemtrace_warnings)
 set_target_properties(bench_host_malloc PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/tests/apps)
 cumemtrace_add_cuda_app(bench_live_rss bench_live_rss.cpp)
+# Stack capture with a deep stack and cooled caches, as in a big process.
+cumemtrace_add_cuda_app(bench_deep_stack bench_deep_stack.cpp)
 # Smoke tests (no timing asserted): the benchmark programs run, exit 0, and
 # print the one well-formed line scripts/bench.sh parses.
 add_test(NAME bench_programs_output COMMAND sh -c [[
@@ -19,8 +21,10 @@ add_test(NAME bench_programs_output COMMAND sh -c [[
   out=$("$1" 1000); echo "$out" | grep -Eqx '[0-9]+\.[0-9] 1000 [0-9]+' || { echo "bench_malloc_free: '$out'"; exit 1; }
   out=$("$2" 1000); echo "$out" | grep -Eqx '[0-9]+\.[0-9] 1000 [0-9]+' || { echo "bench_host_malloc: '$out'"; exit 1; }
   out=$("$3" 1000); echo "$out" | awk '!(NF == 4 && $1 > 0 && $2 >= $1 && $3 >= $2 && $4 == 1000) {exit 1}' ||
-    { echo "bench_live_rss: '$out'"; exit 1; }]]
-  sh $<TARGET_FILE:bench_malloc_free> $<TARGET_FILE:bench_host_malloc> $<TARGET_FILE:bench_live_rss>)
+    { echo "bench_live_rss: '$out'"; exit 1; }
+  out=$("$4" 10 64); echo "$out" | grep -Eqx '[0-9]+\.[0-9] 10 61' || { echo "bench_deep_stack: '$out'"; exit 1; }]]
+  sh $<TARGET_FILE:bench_malloc_free> $<TARGET_FILE:bench_host_malloc> $<TARGET_FILE:bench_live_rss>
+  $<TARGET_FILE:bench_deep_stack>)
 set_tests_properties(bench_programs_output PROPERTIES
   ENVIRONMENT "LD_LIBRARY_PATH=${SIMCUDA_LIBRARY_DIR}" TIMEOUT 60 LABELS sim)
 cumemtrace_add_cuda_app(seeds_transformer seeds_transformer.cpp)

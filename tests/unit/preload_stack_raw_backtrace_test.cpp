@@ -95,8 +95,49 @@ TEST(StackRawBacktrace, DepthCountsOnlyTheApplicationsFrames) {
   ASSERT_EQ(r.stacks.size(), 1u);
   const std::vector<std::string> expected = {"0x10000", "0x20000", "0x30000", "0x40000"};
   EXPECT_EQ(r.stacks[0], expected);
-  // Room asked for our frames on top of the depth.
-  EXPECT_EQ(g_asked, static_cast<int>(4 + StackRecorder::kOwnFramesAllowance));
+  // Room asked for our frames on top of the depth: three fit in the first room.
+  EXPECT_EQ(g_asked, static_cast<int>(4 + StackRecorder::kInitialOwnRoom));
+}
+
+// Walking frames only to drop them costs (about 50 ns each in a big process):
+// the room asked for ours grows to what ours took, not to the whole allowance,
+// and a capture whose application frames ours crowded out is walked again.
+TEST(StackRawBacktrace, RoomForOwnFramesGrowsToWhatTheyTook) {
+  constexpr std::size_t kOurs = StackRecorder::kInitialOwnRoom + 3;
+  std::vector<std::uintptr_t> raw(kOurs, 0x5001);
+  for (std::uintptr_t i = 1; i <= 10; ++i) raw.push_back(0x10000 * i);
+  std::vector<int> asked;
+  TempDir dir;
+  Config c;
+  c.output_template = dir / "t.jsonl";
+  c.stacks = 4;
+  std::vector<std::uint64_t> ids;
+  {
+    Recorder r(c, &fake_device, StackPlatform{.raw_backtrace = &fake_route});
+    g_raw = raw;
+    for (int i = 0; i < 3; ++i) {
+      r.on_alloc({.api = "cudaMalloc", .dev = 0, .ptr = 0x7f0000000000u + 0x200u * i, .size = 512});
+      asked.push_back(g_asked);
+    }
+    r.on_exit();
+  }
+  // The first capture asked twice (the second time with the whole
+  // allowance); the next ones ask for the depth and our frames only.
+  EXPECT_EQ(asked[0], static_cast<int>(4 + StackRecorder::kOwnFramesAllowance));
+  EXPECT_EQ(asked[1], static_cast<int>(4 + kOurs));
+  EXPECT_EQ(asked[2], static_cast<int>(4 + kOurs));
+  std::ifstream in(dir / "t.jsonl");
+  std::vector<std::vector<std::string>> stacks;
+  for (std::string line; std::getline(in, line);) {
+    const json l = json::parse(line);
+    if (l["ev"] == "stack") {
+      stacks.emplace_back();
+      for (const auto& f : l["frames"]) stacks.back().push_back(f["ip"].get<std::string>());
+    }
+  }
+  // All three are the one full-depth stack.
+  const std::vector<std::vector<std::string>> expected = {{"0x10000", "0x20000", "0x30000", "0x40000"}};
+  EXPECT_EQ(stacks, expected);
 }
 
 TEST(StackRawBacktrace, RepeatedStacksShareTheirIdAndOnlyOursMeansNone) {
