@@ -466,32 +466,8 @@ torch_checks() {
       verdict torch.overhead "$t/overhead.log" checker time --base "$t/base1.json" --base "$t/base2.json" \
         --traced "$t/default/samples.json" --traced "$t/default2/samples.json" --goal 0.02
     else
-      skip torch.overhead "the traced default run did not complete"
+      skip torch.overhead "a traced default run did not complete"
     fi
-  fi
-
-  if wanted torch.cost; then
-    # Where the traced runs' time goes: the same runs without call stacks
-    # (figures, no goal: each line shows what share of the cost is stacks).
-    local mode dir
-    for mode in tensors async-passthrough; do
-      dir=$t/$mode-nostacks
-      [[ -f $t/$mode/samples.json ]] || continue
-      if (
-        if [[ $mode == async-passthrough ]]; then
-          export PYTORCH_ALLOC_CONF=backend:cudaMallocAsync PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync
-          traced "$dir" --stacks 0 --pool passthrough -- python3 "$train" --samples "$dir/samples.json" "${run_args[@]}"
-        else
-          traced "$dir" --stacks 0 --torch-tensors -- python3 "$train" --samples "$dir/samples.json" "${run_args[@]}"
-        fi
-      ); then
-        say "INFO torch.cost.$mode: with stacks: $(checker time --base "$t/base1.json" --traced "$t/$mode/samples.json" \
-          --goal 10 2>&1 | tail -n 1); without: $(checker time --base "$t/base1.json" --traced "$dir/samples.json" \
-          --goal 10 2>&1 | tail -n 1)"
-      else
-        say "INFO torch.cost.$mode: the run without stacks failed: $(last_line "$dir/stderr")"
-      fi
-    done
   fi
 }
 

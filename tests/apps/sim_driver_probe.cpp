@@ -98,8 +98,9 @@ void address_free_while_mapped() {
 }
 
 // The preload's caching pool takes stream-ordered segments with
-// cuMemAllocAsync and may give them back with cuMemFree (the stream can be
-// gone by then): does the driver's pool still count that memory as used?
+// cuMemAllocAsync, and their stream can be gone when it gives them back:
+// what does the driver's pool count as used after cuMemFree, after
+// cuMemFreeAsync, and after what the pool does (preload/pool_upstream.cpp)?
 void stream_ordered_accounting() {
   CUdevice dev = 0;
   SIM_CU_OK(cuDeviceGet(&dev, 0));
