@@ -50,7 +50,7 @@ add_test(NAME sim_ptds_symbols COMMAND sh -c
   sh $<TARGET_FILE:sim_ptds>)
 set_tests_properties(sim_ptds_symbols PROPERTIES LABELS sim)
 sim_app(sim_reset ENV SIMCUDA_ASYNC_LATENCY_US=50000)
-sim_app(sim_threads ENV SIMCUDA_MALLOC_LATENCY_US=1000 SIMCUDA_FREE_LATENCY_US=1000)
+sim_app(sim_threads ENV SIMCUDA_MALLOC_LATENCY_US=5000 SIMCUDA_FREE_LATENCY_US=5000)
 sim_app(sim_80gib ENV SIMCUDA_DEVICE_MEMORY=80GiB)
 sim_app(sim_fork ENV SIMCUDA_ASYNC_LATENCY_US=20000)
 sim_app(sim_fork_exit)

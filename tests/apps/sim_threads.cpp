@@ -1,7 +1,10 @@
 // 16 threads allocate, use and free concurrently (cudaMalloc, cudaMallocAsync
-// on their own streams, memcpy checks). SIMCUDA_MALLOC_LATENCY_US=1000 and
-// SIMCUDA_FREE_LATENCY_US=1000: the sim must not hold a global lock across
-// the latency, so 16 threads overlap their sleeps.
+// on their own streams, memcpy checks). SIMCUDA_MALLOC_LATENCY_US=5000 and
+// SIMCUDA_FREE_LATENCY_US=5000 (tests/apps/sim_apps.cmake): the sim must not
+// hold a global lock across the latency, so 16 threads overlap their sleeps.
+// The latency is long against the threads' own work so that a loaded
+// machine or a sanitizer build (ASan took 1.96 s with 1 ms latencies, CI
+// 2026-11-24) cannot pass for serialisation.
 #include <cuda_runtime_api.h>
 
 #include <atomic>
@@ -14,7 +17,8 @@
 
 int main() {
   simtest::require_runtime_on_sim();
-  constexpr int kThreads = 16, kIters = 150;
+  constexpr int kThreads = 16, kIters = 60;
+  constexpr double kLatencyMs = 5.0;  // each of cudaMalloc and cudaFree
   std::atomic<int> failures{0};
   auto t0 = std::chrono::steady_clock::now();
   std::vector<std::thread> threads;
@@ -56,9 +60,10 @@ int main() {
   std::size_t f = 0, t = 0;
   SIM_RT_OK(cudaMemGetInfo(&f, &t));
   SIM_CHECK(f == t);  // everything came back
-  // Serialised latency alone would be 16 * 150 * ~1.67 ms = 4 s (cudaMalloc
-  // + cudaFree pay 2 ms, the async third pays nothing).
-  const double serial_ms = kThreads * kIters * 2.0 * 2 / 3;
+  // Serialised latency alone would be 16 * 60 * 10 ms * 2/3 = 6.4 s
+  // (cudaMalloc + cudaFree pay 10 ms, the async third pays nothing);
+  // overlapped, 0.4 s.
+  const double serial_ms = kThreads * kIters * 2 * kLatencyMs * 2 / 3;
   if (ms > serial_ms / 2) SIM_FAIL("took %.0f ms; latencies look serialised (%.0f ms)", ms, serial_ms);
   std::printf("sim_threads: OK (%.0f ms, serialised would be >= %.0f ms)\n", ms, serial_ms);
   return 0;
