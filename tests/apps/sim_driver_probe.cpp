@@ -13,7 +13,7 @@
 #include <cstring>
 #include <string>
 
-#include "sim_test.h"
+#include "sim_probe.h"
 
 extern "C" CUresult legacy_mem_alloc(unsigned int* dptr, unsigned int bytes) __asm__("cuMemAlloc");
 extern "C" CUresult legacy_mem_free(unsigned int dptr) __asm__("cuMemFree");
@@ -26,29 +26,13 @@ namespace {
 
 constexpr std::size_t kMiB = std::size_t{1} << 20;
 
-bool g_on_sim = false;
-int g_differences = 0;
-
-void fact(const char* what, const std::string& value, const std::string& sim_value) {
-  if (value == sim_value) {
-    std::printf("%s: %s\n", what, value.c_str());
-    return;
-  }
-  if (g_on_sim) SIM_FAIL("%s: %s, but the sim says %s", what, value.c_str(), sim_value.c_str());
-  ++g_differences;
-  std::printf("%s: %s (sim: %s)\n", what, value.c_str(), sim_value.c_str());
-}
+simtest::Probe g_probe;
+using simtest::mib_text;
 
 std::string name_of(CUresult rc) {
   const char* name = nullptr;
   if (cuGetErrorName(rc, &name) != CUDA_SUCCESS || !name) return "CUresult " + std::to_string(rc);
   return name;
-}
-
-std::string mib(long long bytes) {
-  char text[64];
-  std::snprintf(text, sizeof text, "%.2f MiB", static_cast<double>(bytes) / kMiB);
-  return text;
 }
 
 cuuint64_t pool_used(CUmemoryPool pool) {
@@ -57,23 +41,29 @@ cuuint64_t pool_used(CUmemoryPool pool) {
   return used;
 }
 
+// The pool's used memory above `start` (negative when below), in MiB.
+std::string used_above(CUmemoryPool pool, cuuint64_t start) {
+  return mib_text(static_cast<double>(pool_used(pool)) - static_cast<double>(start));
+}
+
 void legacy_entry_points() {
   unsigned int small = 0;
   const CUresult alloc_rc = legacy_mem_alloc(&small, 4096);
-  fact("legacy cuMemAlloc(4096)", name_of(alloc_rc), "CUDA_ERROR_INVALID_CONTEXT");
+  g_probe.fact("legacy cuMemAlloc(4096)", name_of(alloc_rc), "CUDA_ERROR_INVALID_CONTEXT");
   if (alloc_rc == CUDA_SUCCESS) {
-    fact("legacy cuMemFree of it", name_of(legacy_mem_free(small)), "CUDA_ERROR_INVALID_CONTEXT");
+    g_probe.fact("legacy cuMemFree of it", name_of(legacy_mem_free(small)), "CUDA_ERROR_INVALID_CONTEXT");
   }
   unsigned int pitched = 0, pitch = 0;
   const CUresult pitch_rc = legacy_mem_alloc_pitch(&pitched, &pitch, 100, 2, 4);
-  fact("legacy cuMemAllocPitch(100 x 2)", name_of(pitch_rc), "CUDA_ERROR_INVALID_CONTEXT");
+  g_probe.fact("legacy cuMemAllocPitch(100 x 2)", name_of(pitch_rc), "CUDA_ERROR_INVALID_CONTEXT");
   if (pitch_rc == CUDA_SUCCESS) legacy_mem_free(pitched);
   void* host = nullptr;
   const CUresult host_rc = legacy_mem_alloc_host(&host, 512);
-  fact("legacy cuMemAllocHost(512)", name_of(host_rc), "CUDA_ERROR_INVALID_CONTEXT");
+  g_probe.fact("legacy cuMemAllocHost(512)", name_of(host_rc), "CUDA_ERROR_INVALID_CONTEXT");
   if (host_rc == CUDA_SUCCESS) cuMemFreeHost(host);
   unsigned int free32 = 0, total32 = 0;
-  fact("legacy cuMemGetInfo", name_of(legacy_mem_get_info(&free32, &total32)), "CUDA_ERROR_INVALID_CONTEXT");
+  g_probe.fact("legacy cuMemGetInfo", name_of(legacy_mem_get_info(&free32, &total32)),
+               "CUDA_ERROR_INVALID_CONTEXT");
 }
 
 void address_free_while_mapped() {
@@ -89,10 +79,11 @@ void address_free_while_mapped() {
   SIM_CU_OK(cuMemCreate(&h, gran, &prop, 0));
   SIM_CU_OK(cuMemMap(va, gran, 0, h, 0));
   const CUresult rc = cuMemAddressFree(va, 2 * gran);
-  fact("cuMemAddressFree of a reservation with a mapping in it", name_of(rc), "CUDA_ERROR_INVALID_VALUE");
+  g_probe.fact("cuMemAddressFree of a reservation with a mapping in it", name_of(rc),
+               "CUDA_ERROR_INVALID_VALUE");
   if (rc != CUDA_SUCCESS) {
     SIM_CU_OK(cuMemUnmap(va, gran));
-    fact("then, unmapped, cuMemAddressFree", name_of(cuMemAddressFree(va, 2 * gran)), "CUDA_SUCCESS");
+    g_probe.fact("then, unmapped, cuMemAddressFree", name_of(cuMemAddressFree(va, 2 * gran)), "CUDA_SUCCESS");
   }
   SIM_CU_OK(cuMemRelease(h));
 }
@@ -113,21 +104,21 @@ void stream_ordered_accounting() {
   const cuuint64_t before = pool_used(pool);
   CUdeviceptr p = 0;
   SIM_CU_OK(cuMemAllocAsync(&p, size, stream));
-  fact("cuMemAllocAsync(64 MiB): the pool's used memory grows by",
-       mib(static_cast<long long>(pool_used(pool) - before)), mib(size));
+  g_probe.fact("cuMemAllocAsync(64 MiB): the pool's used memory grows by", used_above(pool, before),
+               mib_text(static_cast<double>(size)));
   SIM_CU_OK(cuStreamSynchronize(stream));
   SIM_CU_OK(cuMemFree(p));
   SIM_CU_OK(cuCtxSynchronize());
-  fact("then cuMemFree: used above the start",
-       mib(static_cast<long long>(pool_used(pool)) - static_cast<long long>(before)), mib(size));
+  g_probe.fact("then cuMemFree: used above the start", used_above(pool, before),
+               mib_text(static_cast<double>(size)));
 
   // (Measured on the next allocation: used stays above the start for good.)
   const cuuint64_t again = pool_used(pool);
   SIM_CU_OK(cuMemAllocAsync(&p, size, stream));
   SIM_CU_OK(cuMemFreeAsync(p, stream));
   SIM_CU_OK(cuStreamSynchronize(stream));
-  fact("cuMemAllocAsync(64 MiB), cuMemFreeAsync, synchronised: used above the start",
-       mib(static_cast<long long>(pool_used(pool)) - static_cast<long long>(again)), mib(0));
+  g_probe.fact("cuMemAllocAsync(64 MiB), cuMemFreeAsync, synchronised: used above the start",
+               used_above(pool, again), mib_text(0));
 
   // What the preload does now: synchronise, then free on the legacy stream.
   const cuuint64_t third = pool_used(pool);
@@ -135,8 +126,8 @@ void stream_ordered_accounting() {
   SIM_CU_OK(cuCtxSynchronize());
   SIM_CU_OK(cuMemFreeAsync(p, CU_STREAM_LEGACY));
   SIM_CU_OK(cuCtxSynchronize());
-  fact("cuMemAllocAsync(64 MiB), then cuMemFreeAsync on CU_STREAM_LEGACY: used above the start",
-       mib(static_cast<long long>(pool_used(pool)) - static_cast<long long>(third)), mib(0));
+  g_probe.fact("cuMemAllocAsync(64 MiB), then cuMemFreeAsync on CU_STREAM_LEGACY: used above the start",
+               used_above(pool, third), mib_text(0));
   SIM_CU_OK(cuStreamDestroy(stream));
 }
 
@@ -148,7 +139,7 @@ int main() {
   SIM_CU_OK(cuDeviceGet(&dev, 0));
   char name[256] = {};
   SIM_CU_OK(cuDeviceGetName(name, sizeof name, dev));
-  g_on_sim = std::strstr(name, "SimCUDA") != nullptr;
+  g_probe.set_on_sim(std::strstr(name, "SimCUDA") != nullptr);
   std::printf("device: %s\n", name);
   CUcontext ctx = nullptr;
   SIM_CU_OK(cuDevicePrimaryCtxRetain(&ctx, dev));
@@ -158,6 +149,5 @@ int main() {
   address_free_while_mapped();
   stream_ordered_accounting();
 
-  std::printf("differences from the sim: %d\n", g_differences);
-  return 0;
+  return g_probe.finish();
 }

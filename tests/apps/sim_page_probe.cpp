@@ -17,32 +17,15 @@
 #include <string>
 #include <vector>
 
-#include "sim_test.h"
+#include "sim_probe.h"
 
 namespace {
 
 constexpr std::size_t kMiB = std::size_t{1} << 20;
 constexpr std::size_t kPage = 2 * kMiB;
 
-bool g_on_sim = false;
-int g_differences = 0;
-
-void fact(const char* what, const std::string& value, const std::string& sim_value) {
-  if (value == sim_value) {
-    std::printf("%s: %s\n", what, value.c_str());
-    return;
-  }
-  if (g_on_sim) SIM_FAIL("%s: %s, but the sim's model says %s", what, value.c_str(), sim_value.c_str());
-  ++g_differences;
-  std::printf("%s: %s (sim: %s)\n", what, value.c_str(), sim_value.c_str());
-}
-
-std::string mib(double bytes) {
-  char text[64];
-  std::snprintf(text, sizeof text, "%.2f MiB", bytes / kMiB);
-  return text;
-}
-
+simtest::Probe g_probe;
+using simtest::mib_text;
 
 std::string yes_no(bool b) { return b ? "yes" : "no"; }
 
@@ -88,8 +71,8 @@ void free_all(const std::vector<void*>& blocks, std::size_t first, std::size_t s
 int main() {
   cudaDeviceProp prop{};
   SIM_RT_OK(cudaGetDeviceProperties(&prop, 0));
-  g_on_sim = std::strstr(prop.name, "SimCUDA") != nullptr;
-  std::printf("device: %s, %s\n", prop.name, mib(prop.totalGlobalMem).c_str());
+  g_probe.set_on_sim(std::strstr(prop.name, "SimCUDA") != nullptr);
+  std::printf("device: %s, %s\n", prop.name, mib_text(prop.totalGlobalMem).c_str());
   SIM_RT_OK(cudaFree(nullptr));  // the context first: its own memory is not ours
   const std::size_t start = free_now();
 
@@ -97,35 +80,35 @@ int main() {
   void* a = nullptr;
   void* b = nullptr;
   void* c = nullptr;
-  fact("cudaMalloc(1 B) takes", mib(cost_of(1, &a)), mib(kPage));
-  fact("a second cudaMalloc(1 B) takes", mib(cost_of(1, &b)), mib(0));
-  fact("then cudaMalloc(1 MiB) takes", mib(cost_of(kMiB, &c)), mib(0));
+  g_probe.fact("cudaMalloc(1 B) takes", mib_text(cost_of(1, &a)), mib_text(kPage));
+  g_probe.fact("a second cudaMalloc(1 B) takes", mib_text(cost_of(1, &b)), mib_text(0));
+  g_probe.fact("then cudaMalloc(1 MiB) takes", mib_text(cost_of(kMiB, &c)), mib_text(0));
   // Above 1 MiB: whole pages of its own, page-aligned.
   void* d = nullptr;
   void* e = nullptr;
-  fact("cudaMalloc(1 MiB + 1 B) takes", mib(cost_of(kMiB + 1, &d)), mib(kPage));
-  fact("cudaMalloc(3 MiB) takes", mib(cost_of(3 * kMiB, &e)), mib(2 * kPage));
-  fact("both are 2 MiB-aligned", yes_no(page_aligned(d) && page_aligned(e)), "yes");
+  g_probe.fact("cudaMalloc(1 MiB + 1 B) takes", mib_text(cost_of(kMiB + 1, &d)), mib_text(kPage));
+  g_probe.fact("cudaMalloc(3 MiB) takes", mib_text(cost_of(3 * kMiB, &e)), mib_text(2 * kPage));
+  g_probe.fact("both are 2 MiB-aligned", yes_no(page_aligned(d) && page_aligned(e)), "yes");
   // The shared page is given back with its last allocation only.
   SIM_RT_OK(cudaFree(d));
   SIM_RT_OK(cudaFree(e));
   SIM_RT_OK(cudaFree(a));
   SIM_RT_OK(cudaFree(c));
-  fact("with one 1 B allocation left, in use", mib(used_since(start)), mib(kPage));
+  g_probe.fact("with one 1 B allocation left, in use", mib_text(used_since(start)), mib_text(kPage));
   SIM_RT_OK(cudaFree(b));
-  fact("with none left, in use", mib(used_since(start)), mib(0));
+  g_probe.fact("with none left, in use", mib_text(used_since(start)), mib_text(0));
 
   // Freed memory scattered through the address space still serves one large
   // request: pages are mapped anywhere (a contiguous allocator could not fit
   // more than one 8 MiB hole).
   std::vector<void*> blocks = fill(8 * kMiB);
-  std::printf("device full of %zu 8 MiB blocks: free %s\n", blocks.size(), mib(free_now()).c_str());
+  std::printf("device full of %zu 8 MiB blocks: free %s\n", blocks.size(), mib_text(free_now()).c_str());
   free_all(blocks, 0, 2);
   const std::size_t freed = (blocks.size() + 1) / 2 * 8 * kMiB;
   void* big = nullptr;
   const cudaError_t big_rc = cudaMalloc(&big, freed / 2);
-  fact("device full of 8 MiB blocks, every other freed: cudaMalloc(half of the freed)", cudaGetErrorName(big_rc),
-       "cudaSuccess");
+  g_probe.fact("device full of 8 MiB blocks, every other freed: cudaMalloc(half of the freed)",
+               cudaGetErrorName(big_rc), "cudaSuccess");
   cudaGetLastError();
   if (big_rc == cudaSuccess) SIM_RT_OK(cudaFree(big));
   free_all(blocks, 1, 2);
@@ -136,21 +119,20 @@ int main() {
   // allocation gets: compare free memory before and after, not with 0.)
   blocks = fill(kMiB);
   const std::size_t full = free_now();
-  std::printf("device full of %zu 1 MiB blocks: free %s\n", blocks.size(), mib(full).c_str());
+  std::printf("device full of %zu 1 MiB blocks: free %s\n", blocks.size(), mib_text(full).c_str());
   free_all(blocks, 0, 2);
   const double grown = static_cast<double>(free_now()) - static_cast<double>(full);
-  fact("then every other one freed: free memory grows by", mib(grown), mib(0));
+  g_probe.fact("then every other one freed: free memory grows by", mib_text(grown), mib_text(0));
   const cudaError_t two_rc = cudaMalloc(&big, kPage);
-  fact("then cudaMalloc(2 MiB)", cudaGetErrorName(two_rc), "cudaErrorMemoryAllocation");
+  g_probe.fact("then cudaMalloc(2 MiB)", cudaGetErrorName(two_rc), "cudaErrorMemoryAllocation");
   cudaGetLastError();
   if (two_rc == cudaSuccess) SIM_RT_OK(cudaFree(big));
   const cudaError_t one_rc = cudaMalloc(&big, kMiB);
-  fact("then cudaMalloc(1 MiB)", cudaGetErrorName(one_rc), "cudaSuccess");
+  g_probe.fact("then cudaMalloc(1 MiB)", cudaGetErrorName(one_rc), "cudaSuccess");
   cudaGetLastError();
   if (one_rc == cudaSuccess) SIM_RT_OK(cudaFree(big));
   free_all(blocks, 1, 2);
-  fact("at the end, in use", mib(used_since(start)), mib(0));
+  g_probe.fact("at the end, in use", mib_text(used_since(start)), mib_text(0));
 
-  std::printf("differences from the sim: %d\n", g_differences);
-  return 0;
+  return g_probe.finish();
 }
