@@ -57,7 +57,7 @@ run_one() {
   # tests are not run there; the tests whose code runs on several threads
   # are: the pool, the preload's core (writer, flush thread), the simulated
   # device (stream workers) and the programs under cumemtrace on it.
-  local -a targets=() select=() no_leak_check=()
+  local -a targets=() select=()
   if [[ $kind == thread ]]; then
     # (demo_training_loop: the installation test installs it.)
     targets=(pool_unit_tests preload_unit_tests integration_tests demo_training_loop)
@@ -82,19 +82,10 @@ run_one() {
   else
     # Not run: it measures the analyzer's resident memory, which ASan's
     # shadow and its quarantine of freed memory inflate by design.
-    # Run without leak checking: GCC 12's LeakSanitizer takes the allocator's
-    # lock at exit, and in a child forked while another thread held it (its
-    # runtime does not take that lock around fork) it waits forever: the
-    # children end by their alarm. Reproduced without cumemtrace, with
-    # tests/apps/fork_paths busy-parent alone under ASan.
-    # The same for every program that forks while its other threads run and
-    # whose child then calls exit(): the soak's children and sim_fork_exit's.
-    # (Their LeakSanitizer reports there would be false anyway: the parent's
-    # other threads, and the memory only they pointed to, are gone.)
-    local memory='analyzer\.Memory\.PeakResidentMemoryDoesNotGrowWithTheTrace'
-    local forks='integration\.Processes\.ForksWhileTheParentWritesNeverDeadlockOrLeak|soak\..*|sim_fork_exit'
-    select=(-E "^($memory|$forks)\$")
-    no_leak_check=(-R "^($forks)\$")
+    # (The programs that fork while other threads run and whose children
+    # exit() turn off LeakSanitizer's at-exit check for themselves:
+    # tests/apps/forks_under_lsan.h says why.)
+    select=(-E '^analyzer\.Memory\.PeakResidentMemoryDoesNotGrowWithTheTrace$')
   fi
   local -a target_args=()
   for t in "${targets[@]}"; do target_args+=(--target "$t"); done
@@ -134,9 +125,6 @@ run_one() {
   local -a run_ctest=(ctest --test-dir "$build" --output-on-failure -j"$jobs" --timeout 600)
   local status=0
   "${env[@]}" "ASAN_OPTIONS=$asan:detect_leaks=1" "${run_ctest[@]}" "${select[@]}" "$@" || status=$?
-  if [[ ${#no_leak_check[@]} -gt 0 && $# -eq 0 ]]; then
-    "${env[@]}" "ASAN_OPTIONS=$asan:detect_leaks=0" "${run_ctest[@]}" "${no_leak_check[@]}" || status=$?
-  fi
 
   local reports
   # Every report ends with a SUMMARY line; a file without one holds a note

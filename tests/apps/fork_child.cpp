@@ -9,6 +9,8 @@
 #include <cstdio>
 #include <cstdlib>
 
+#include "forks_under_lsan.h"
+
 int main() {
   void* before = nullptr;
   void* after = nullptr;

@@ -33,6 +33,7 @@
 #include <thread>
 
 #include "robustness_support.h"
+#include "forks_under_lsan.h"
 
 namespace {
 

@@ -11,6 +11,7 @@
 #include <cstdlib>
 
 #include "sim_test.h"
+#include "forks_under_lsan.h"
 
 int main() {
   simtest::require_runtime_on_sim();

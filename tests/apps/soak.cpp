@@ -46,6 +46,8 @@
 #include <thread>
 #include <vector>
 
+#include "forks_under_lsan.h"
+
 namespace {
 
 using Clock = std::chrono::steady_clock;
