@@ -27,6 +27,10 @@ struct LineHeader {
   std::uint32_t body_size;
 };
 
+// LineHeader::ev_size of a line stored as a CompactEvent (compact_event.h):
+// body_size bytes of the struct, no event name; the consumer formats it.
+inline constexpr std::uint32_t kCompactLine = 0xffffffffu;
+
 inline constexpr std::size_t kRecordAlign = 8;
 
 struct LogChunk {

@@ -76,9 +76,21 @@ void TraceWriter::format_record(ThreadLog& log, const flush::RecordHeader& r, bo
     flush::LineHeader lh;
     std::memcpy(&lh, p, sizeof lh);
     p += sizeof lh;
-    const std::string_view ev(p, lh.ev_size);
-    const std::string_view body(p + lh.ev_size, lh.body_size);
-    p += lh.ev_size + lh.body_size;
+    std::string_view ev;
+    std::string_view body;
+    LineBuffer compact_body;  // a CompactEvent's text: well inside the inline buffer
+    if (lh.ev_size == flush::kCompactLine) {
+      CompactEvent event;
+      std::memcpy(&event, p, sizeof event);
+      p += lh.body_size;
+      event.append_body(compact_body);
+      ev = format::name(event.ev);
+      body = compact_body.view();
+    } else {
+      ev = std::string_view(p, lh.ev_size);
+      body = std::string_view(p + lh.ev_size, lh.body_size);
+      p += lh.ev_size + lh.body_size;
+    }
     static constexpr std::string_view kOpen = "{\"ev\":\"", kT = "\",\"t\":", kClose = "}\n";
     const std::size_t size = kOpen.size() + ev.size() + kT.size() + t_text.size() + body.size() + kClose.size();
     if (size > out_capacity_) {

@@ -30,16 +30,30 @@ long thread_id() {
   return t_tid;
 }
 
-// The fields every alloc and free starts with. Returns where its
-// ,"dev":…,"ptr":…,"size":… part begins (it runs to the end): a passthrough
-// event's segment twin starts with exactly those bytes, copied, not
-// formatted again.
-std::size_t append_common(LineBuffer& body, const char* api, format::MemoryKind kind, int dev,
-                          std::uintptr_t ptr, std::size_t size) {
+// The fields every alloc and free starts with (the vmm ones, formatted here;
+// CompactEvent::append_body writes the same for the others).
+void append_common(LineBuffer& body, const char* api, format::MemoryKind kind, int dev, std::uintptr_t ptr,
+                   std::size_t size) {
   body.field_i("tid", thread_id()).field_plain("api", api).field_plain("kind", format::name(kind));
-  const std::size_t dev_ptr_size = body.view().size();
   body.field_i("dev", dev).field_hex("ptr", ptr).field("size", size);
-  return dev_ptr_size;
+}
+
+// An alloc or free whose text the writer thread makes (compact_event.h).
+CompactEvent compact_event(format::Event ev, const char* api, format::MemoryKind kind, int dev, std::uintptr_t ptr,
+                           std::size_t size, std::optional<std::uintptr_t> stream) {
+  CompactEvent event;
+  event.ev = ev;
+  event.kind = kind;
+  event.dev = dev;
+  event.tid = thread_id();
+  event.api = api;
+  event.ptr = ptr;
+  event.size = size;
+  if (stream) {
+    event.stream = *stream;
+    event.optional |= CompactEvent::kHasStream;
+  }
+  return event;
 }
 
 FreeFamily family_of(Releases r) {
@@ -146,43 +160,43 @@ void Recorder::on_alloc(const AllocationFacts& f) {
   if (!ensure_trace_open()) return;
   describe_device_once(f.dev);
 
-  LineBuffer body;
-  const std::size_t dev_ptr_size = append_common(body, f.api, f.kind, f.dev, f.ptr, f.size);
-  const std::size_t common_end = body.view().size();
-  if (f.block != 0) body.field("block", f.block);
-  if (f.stream) body.field_hex("stream", *f.stream);
-  append_stack(body);
-  if (vmm || f.block != 0) {
-    // vmm: physical memory only, a segment when it is mapped. Pooled: the
-    // pool wrote its segment_alloc when it grew (on_segment_alloc).
+  if (vmm) {
+    // Physical memory only: a segment when it is mapped.
+    LineBuffer body;
+    append_common(body, f.api, f.kind, f.dev, f.ptr, f.size);
+    if (f.stream) body.field_hex("stream", *f.stream);
+    append_stack(body);
     writer_.emit(format::name(format::Event::alloc), body);
+    return;
+  }
+  CompactEvent event = compact_event(format::Event::alloc, f.api, f.kind, f.dev, f.ptr, f.size, f.stream);
+  if (f.block != 0) {
+    event.block = f.block;
+    event.optional |= CompactEvent::kHasBlock;
+  }
+  event.stack = stacks_.current_stack_id();
+  if (f.block != 0) {
+    // Pooled: the pool wrote its segment_alloc when it grew (on_segment_alloc).
+    writer_.emit_compact({event});
     return;
   }
   // Passthrough: the driver's memory is the application's block, so reserved
   // memory changed too, just before the application received it.
-  LineBuffer segment;
-  segment.raw(body.view().substr(dev_ptr_size, common_end - dev_ptr_size)).field_plain("api", f.api);
-  writer_.emit({{format::name(format::Event::segment_alloc), segment},
-                {format::name(format::Event::alloc), body}});
+  writer_.emit_compact(
+      {event.twin(format::Event::segment_alloc, CompactEvent::Shape::segment_alloc_twin), event});
 }
 
 void Recorder::emit_free(const char* api, std::uintptr_t ptr, const LiveAllocation& a,
                          std::optional<std::uintptr_t> stream) {
   if (!ensure_trace_open()) return;
-  LineBuffer body;
-  const std::size_t dev_ptr_size = append_common(body, api, a.kind, a.dev, ptr, a.size);
-  const std::size_t common_end = body.view().size();
-  if (stream) body.field_hex("stream", *stream);
-  append_stack(body);
+  CompactEvent event = compact_event(format::Event::free, api, a.kind, a.dev, ptr, a.size, stream);
+  event.stack = stacks_.current_stack_id();
   if (a.pooled) {
     // The block goes back to the pool; its segment stays reserved.
-    writer_.emit(format::name(format::Event::free), body);
+    writer_.emit_compact({event});
     return;
   }
-  LineBuffer segment;  // ,"dev":…,"ptr":…,"size":…
-  segment.raw(body.view().substr(dev_ptr_size, common_end - dev_ptr_size));
-  writer_.emit({{format::name(format::Event::free), body},
-                {format::name(format::Event::segment_free), segment}});
+  writer_.emit_compact({event, event.twin(format::Event::segment_free, CompactEvent::Shape::segment_free_twin)});
 }
 
 FreeOutcome Recorder::on_free(const FreeFacts& f) {

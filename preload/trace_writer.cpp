@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <cstring>
 #include <ctime>
+#include <type_traits>
 
 #include "diagnostics.h"
 #include "flush_futex.h"
@@ -227,19 +228,17 @@ char* TraceWriter::reserve(ThreadLog& log, std::uint32_t size) {
   return fresh->bytes();
 }
 
-std::uint64_t TraceWriter::emit(std::initializer_list<Line> lines) {
+TraceWriter::OpenRecord TraceWriter::open_record(std::size_t lines, std::size_t line_bytes) {
   if (state_.load(std::memory_order_acquire) != State::open) [[unlikely]] {
-    count_dropped(lines.size());
-    return 0;
+    count_dropped(lines);
+    return {};
   }
-  std::size_t bytes = sizeof(flush::RecordHeader);
-  for (const Line& line : lines) bytes += sizeof(flush::LineHeader) + line.ev.size() + line.body.view().size();
-  const std::uint32_t size = round_up(bytes);
+  const std::uint32_t size = round_up(sizeof(flush::RecordHeader) + line_bytes);
   ThreadLog* log = thread_log();
   char* out = log != nullptr ? reserve(*log, size) : nullptr;
   if (out == nullptr) [[unlikely]] {
-    count_dropped(lines.size());
-    return 0;
+    count_dropped(lines);
+    return {};
   }
   const std::uint64_t now = monotonic_now_ns();
   const std::uint64_t t = now > start_ns_ ? now - start_ns_ : 0;
@@ -247,9 +246,23 @@ std::uint64_t TraceWriter::emit(std::initializer_list<Line> lines) {
   // alloc that reuses the address takes a later seq (one modification order
   // on one atomic, consistent with happens-before). Relaxed is enough.
   const std::uint64_t seq = next_seq_.fetch_add(1, std::memory_order_relaxed);
-  const flush::RecordHeader header{seq, t, size, static_cast<std::uint32_t>(lines.size())};
+  const flush::RecordHeader header{seq, t, size, static_cast<std::uint32_t>(lines)};
   std::memcpy(out, &header, sizeof header);
-  char* p = out + sizeof header;
+  return {log, out + sizeof header, size, t};
+}
+
+void TraceWriter::commit_record(const OpenRecord& record) {
+  ThreadLog* log = record.log;
+  log->tail_used += record.size;
+  log->tail->committed.store(log->tail_used, std::memory_order_release);
+}
+
+std::uint64_t TraceWriter::emit(std::initializer_list<Line> lines) {
+  std::size_t bytes = 0;
+  for (const Line& line : lines) bytes += sizeof(flush::LineHeader) + line.ev.size() + line.body.view().size();
+  const OpenRecord record = open_record(lines.size(), bytes);
+  if (record.lines == nullptr) return 0;
+  char* p = record.lines;
   for (const Line& line : lines) {
     const std::string_view body = line.body.view();
     const flush::LineHeader lh{static_cast<std::uint32_t>(line.ev.size()),
@@ -261,9 +274,23 @@ std::uint64_t TraceWriter::emit(std::initializer_list<Line> lines) {
     std::memcpy(p, body.data(), body.size());
     p += body.size();
   }
-  log->tail_used += size;
-  log->tail->committed.store(log->tail_used, std::memory_order_release);
-  return t;
+  commit_record(record);
+  return record.t;
+}
+
+std::uint64_t TraceWriter::emit_compact(std::initializer_list<CompactEvent> events) {
+  static_assert(std::is_trivially_copyable_v<CompactEvent>);
+  constexpr flush::LineHeader kHeader{flush::kCompactLine, sizeof(CompactEvent)};
+  const OpenRecord record = open_record(events.size(), events.size() * (sizeof kHeader + sizeof(CompactEvent)));
+  if (record.lines == nullptr) return 0;
+  char* p = record.lines;
+  for (const CompactEvent& event : events) {
+    std::memcpy(p, &kHeader, sizeof kHeader);
+    std::memcpy(p + sizeof kHeader, &event, sizeof event);
+    p += sizeof kHeader + sizeof event;
+  }
+  commit_record(record);
+  return record.t;
 }
 
 // ---- lifecycle -------------------------------------------------------------

@@ -28,6 +28,7 @@
 #include <string_view>
 #include <vector>
 
+#include "compact_event.h"
 #include "flush_log.h"
 #include "flush_sink.h"
 #include "line_buffer.h"
@@ -67,6 +68,9 @@ class TraceWriter {
   // (the line may carry a slightly later one: `t` never decreases in the file).
   std::uint64_t emit(std::initializer_list<Line> lines);
   std::uint64_t emit(std::string_view ev, const LineBuffer& body) { return emit({Line{ev, body}}); }
+  // The same for alloc and free lines kept as their facts: the background
+  // thread formats them (compact_event.h), not the recording thread.
+  std::uint64_t emit_compact(std::initializer_list<CompactEvent> events);
 
   // Everything emitted before the call reaches the kernel before it returns.
   void flush();
@@ -113,6 +117,17 @@ class TraceWriter {
   static void forget_thread_ids_after_fork();
 
  private:
+  // A record being written into the calling thread's log: its lines go at
+  // `lines` (nullptr: none, counted as dropped); commit_record() publishes it.
+  struct OpenRecord {
+    flush::ThreadLog* log = nullptr;
+    char* lines = nullptr;
+    std::uint32_t size = 0;
+    std::uint64_t t = 0;
+  };
+  OpenRecord open_record(std::size_t lines, std::size_t line_bytes);
+  void commit_record(const OpenRecord& record);
+
   enum class State : int { closed_before_open, open, finished };
   // How a drain treats a record that is still being written (a gap in seq).
   enum class Drain { background, final, signal };

@@ -67,6 +67,52 @@ class RecorderRules : public ::testing::Test {
   Recorder recorder_{config_, &fake_device};
 };
 
+// Alloc and free lines are stored as facts and formatted by the writer
+// thread (compact_event.h); the text must be what TRACE_FORMAT.md lays out,
+// field for field, in the order the analyzer's golden traces have.
+TEST_F(RecorderRules, AllocAndFreeLinesAreWrittenFieldForField) {
+  alloc(0x10000, 100);
+  recorder_.on_alloc({.api = "cudaMallocAsync",
+                      .dev = 1,
+                      .ptr = 0x7f00aa000200,
+                      .size = 1000,
+                      .stream = 0x5,
+                      .context_bound = false,
+                      .block = 1024});
+  alloc(0x30000, 64, 0, MemoryKind::managed);
+  EXPECT_EQ(recorder_.on_free({.api = "cudaFreeAsync", .ptr = 0x7f00aa000200, .stream = 0x7}), FreeOutcome::recorded);
+  EXPECT_EQ(recorder_.on_free({.api = "cudaFree", .ptr = 0x10000}), FreeOutcome::recorded);
+  recorder_.on_exit();
+
+  const std::string tid = std::to_string(::gettid());
+  const std::vector<std::string> expected = {
+      R"({"ev":"segment_alloc","dev":0,"ptr":"0x10000","size":100,"api":"cudaMalloc"})",
+      R"({"ev":"alloc","tid":)" + tid + R"(,"api":"cudaMalloc","kind":"device","dev":0,"ptr":"0x10000","size":100,"stack":0})",
+      R"({"ev":"alloc","tid":)" + tid +
+          R"(,"api":"cudaMallocAsync","kind":"device","dev":1,"ptr":"0x7f00aa000200","size":1000,"block":1024,"stream":"0x5","stack":0})",
+      R"({"ev":"segment_alloc","dev":0,"ptr":"0x30000","size":64,"api":"cudaMalloc"})",
+      R"({"ev":"alloc","tid":)" + tid + R"(,"api":"cudaMalloc","kind":"managed","dev":0,"ptr":"0x30000","size":64,"stack":0})",
+      R"({"ev":"free","tid":)" + tid +
+          R"(,"api":"cudaFreeAsync","kind":"device","dev":1,"ptr":"0x7f00aa000200","size":1000,"stream":"0x7","stack":0})",
+      R"({"ev":"free","tid":)" + tid + R"(,"api":"cudaFree","kind":"device","dev":0,"ptr":"0x10000","size":100,"stack":0})",
+      R"({"ev":"segment_free","dev":0,"ptr":"0x10000","size":100})",
+  };
+  std::ifstream in(dir_ / "t.jsonl");
+  std::vector<std::string> got;
+  for (std::string line; std::getline(in, line);) {
+    if (line.starts_with(R"({"ev":"header")") || line.starts_with(R"({"ev":"device")") ||
+        line.starts_with(R"({"ev":"end")")) {
+      continue;
+    }
+    // Without its "t":N, which no test can know.
+    const std::size_t t = line.find(R"(,"t":)");
+    ASSERT_NE(t, std::string::npos) << line;
+    const std::size_t t_end = line.find(',', t + 1);
+    got.push_back(line.erase(t, t_end - t));
+  }
+  EXPECT_EQ(got, expected);
+}
+
 TEST_F(RecorderRules, UnknownAndDoubleFreesAreErrorsAndLeaveAccountingAlone) {
   alloc(0x10000, 100);
   alloc(0x20000, 200);
