@@ -9,6 +9,7 @@
 #include <cstring>
 #include <string>
 
+#include "compact_event.h"
 #include "flush_futex.h"
 #include "trace_writer.h"
 

@@ -6,6 +6,7 @@
 #include <cstring>
 #include <ctime>
 
+#include "compact_event.h"
 #include "cumemtrace/output_template.h"
 #include "diagnostics.h"
 #include "output_path.h"
@@ -170,13 +171,11 @@ void Recorder::on_alloc(const AllocationFacts& f) {
     return;
   }
   CompactEvent event = compact_event(format::Event::alloc, f.api, f.kind, f.dev, f.ptr, f.size, f.stream);
-  if (f.block != 0) {
-    event.block = f.block;
-    event.optional |= CompactEvent::kHasBlock;
-  }
   event.stack = stacks_.current_stack_id();
   if (f.block != 0) {
     // Pooled: the pool wrote its segment_alloc when it grew (on_segment_alloc).
+    event.block = f.block;
+    event.optional |= CompactEvent::kHasBlock;
     writer_.emit_compact({event});
     return;
   }
