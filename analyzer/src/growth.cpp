@@ -1,6 +1,7 @@
 #include "cumemtrace/analyzer/growth.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <tuple>
 
 namespace cumemtrace::analyzer {
@@ -22,6 +23,19 @@ void fold_digits(std::string_view name, std::string& out) {
   for (std::size_t i = 0; i < name.size(); ++i) {
     if (!is_digit(name[i])) out += name[i];
     else if (i == 0 || !is_digit(name[i - 1])) out += '#';
+  }
+}
+
+// The numbers in a mark's name, in order ("epoch 2 step 17" -> 2, 17);
+// saturating, so an absurdly long digit run cannot overflow.
+void numbers_in(std::string_view name, std::vector<std::uint64_t>& out) {
+  out.clear();
+  for (std::size_t i = 0; i < name.size(); ++i) {
+    if (!is_digit(name[i])) continue;
+    if (i == 0 || !is_digit(name[i - 1])) out.push_back(0);
+    std::uint64_t& n = out.back();
+    const auto digit = static_cast<std::uint64_t>(name[i] - '0');
+    n = n > (UINT64_MAX - digit) / 10 ? UINT64_MAX : n * 10 + digit;
   }
 }
 
@@ -110,12 +124,18 @@ std::uint64_t GrowthTracker::symbol(std::uint64_t stack, std::uint64_t size, boo
 void GrowthTracker::on_mark(std::string_view name, std::string_view kind) {
   if (kind != "push" && kind != "instant") return;
   fold_digits(name, folded_);
+  numbers_in(name, numbers_);
   std::size_t c = 0;
   while (c < mark_name_count_ && mark_names_[c] != folded_) ++c;
   if (c == mark_name_count_) {
     if (mark_name_count_ == kMaxMarkNames) return;  // only the first few names are followed
     mark_names_[mark_name_count_++] = folded_;
+    mark_counts_up_[c] = !numbers_.empty();
+  } else if (mark_counts_up_[c]) {
+    // Same folded name, so as many numbers as before.
+    mark_counts_up_[c] = mark_numbers_[c] < numbers_;
   }
+  mark_numbers_[c].swap(numbers_);
   ++boundaries_[c];
   ++generation_;
   if (++mark_counts_[c] >= kMinMarkOccurrences && detecting_) stop_detecting();  // marks win
@@ -273,12 +293,28 @@ void GrowthTracker::end_window(const SiteTable& sites) {
 }
 
 int GrowthTracker::chosen_mark() const {
-  int best = -1;
+  int most = -1, most_counting = -1, most_op = -1;  // ties: the first seen
+  const auto more_frequent = [&](std::size_t c, int than) {
+    return than < 0 || mark_counts_[c] > mark_counts_[static_cast<std::size_t>(than)];
+  };
   for (std::size_t c = 0; c < mark_name_count_; ++c) {
     if (mark_counts_[c] < kMinMarkOccurrences) continue;
-    if (best < 0 || mark_counts_[c] > mark_counts_[static_cast<std::size_t>(best)]) best = static_cast<int>(c);
+    // A C++ name ("cub::DeviceRadixSort::SortPairs", PyTorch's emit_nvtx
+    // "aten::mm, seq = 41"): one operation's range, not a step.
+    if (mark_names_[c].find("::") != std::string::npos) {
+      if (more_frequent(c, most_op)) most_op = static_cast<int>(c);
+      continue;
+    }
+    if (more_frequent(c, most)) most = static_cast<int>(c);
+    if (mark_counts_up_[c] && more_frequent(c, most_counting)) most_counting = static_cast<int>(c);
   }
-  return best;
+  if (most < 0) return most_op;
+  if (most_counting < 0) return most;
+  // A name far more frequent than the counting one is more likely the
+  // program's step inside a counted outer loop ("train step" inside
+  // "epoch 3") than a part of a counted step.
+  const std::uint64_t counting = mark_counts_[static_cast<std::size_t>(most_counting)];
+  return mark_counts_[static_cast<std::size_t>(most)] >= kFarMoreFrequent * counting ? most : most_counting;
 }
 
 GrowthResult GrowthTracker::result(const SiteTable& sites) const {

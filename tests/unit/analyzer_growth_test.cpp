@@ -222,6 +222,80 @@ TEST(Growth, TheMostFrequentMarkDelimitsIterations) {
   EXPECT_EQ(r.leaks[0].bytes_per_iteration, 100u);
 }
 
+// Marks inside a step that a library makes (CUB's NVTX ranges, seen in a
+// real PyTorch run) or that repeat their numbers (one per layer) are more
+// frequent than the step's, and still do not delimit iterations: the step's
+// number counts up.
+TEST(Growth, ACountingMarkBeatsMoreFrequentRangesInsideIt) {
+  Analysis analysis;
+  TrainingLoop loop(analysis);
+  testing::EventFeeder& feed = loop.feed();
+  for (int step = 0; step < 6; ++step) {
+    feed.push(loop.tick(), "sample " + std::to_string(step));
+    for (int layer = 0; layer < 4; ++layer) {
+      feed.push(loop.tick(), "layer " + std::to_string(layer));
+      for (int sort = 0; sort < 3; ++sort) {
+        feed.push(loop.tick(), "cub::DeviceRadixSort::SortPairs");
+        const std::uint64_t scratch = loop.next_ptr();
+        feed.alloc(loop.tick(), scratch, 4096, /*stack=*/7);
+        feed.free(loop.tick(), scratch);
+        feed.pop(loop.tick(), "cub::DeviceRadixSort::SortPairs");
+      }
+      feed.pop(loop.tick(), "layer " + std::to_string(layer));
+    }
+    feed.alloc(loop.tick(), loop.next_ptr(), 100, /*stack=*/1);  // kept: one per step
+    feed.pop(loop.tick(), "sample " + std::to_string(step));
+  }
+  const GrowthResult r = analysis.growth();
+  EXPECT_EQ(r.iterations.source, IterationInfo::Source::marks);
+  EXPECT_EQ(r.iterations.mark, "sample #");
+  EXPECT_EQ(r.iterations.count, 6u);
+  ASSERT_EQ(r.leaks.size(), 1u);
+  EXPECT_EQ(r.leaks[0].bytes_per_iteration, 100u);
+}
+
+// Ranges named after C++ functions delimit iterations only when there is
+// nothing else (here PyTorch's emit_nvtx ranges, whose seq counts up).
+TEST(Growth, OperationRangesDelimitIterationsOnlyWithoutOtherMarks) {
+  Analysis analysis;
+  TrainingLoop loop(analysis);
+  testing::EventFeeder& feed = loop.feed();
+  for (int op = 0; op < 5; ++op) {
+    const std::string name = "aten::mm, seq = " + std::to_string(op);
+    feed.push(loop.tick(), name);
+    feed.alloc(loop.tick(), loop.next_ptr(), 100, /*stack=*/1);
+    feed.pop(loop.tick(), name);
+  }
+  const GrowthResult r = analysis.growth();
+  EXPECT_EQ(r.iterations.source, IterationInfo::Source::marks);
+  EXPECT_EQ(r.iterations.mark, "aten::mm, seq = #");
+  EXPECT_EQ(r.iterations.count, 5u);
+}
+
+// A counted outer loop with an unnumbered step inside, far more frequent:
+// the step delimits iterations (the epochs would be too few to see growth).
+TEST(Growth, AFarMoreFrequentNameBeatsACountedOuterLoop) {
+  Analysis analysis;
+  TrainingLoop loop(analysis);
+  testing::EventFeeder& feed = loop.feed();
+  constexpr int kStepsPerEpoch = static_cast<int>(GrowthTracker::kFarMoreFrequent);
+  for (int epoch = 0; epoch < 3; ++epoch) {
+    feed.push(loop.tick(), "epoch " + std::to_string(epoch));
+    for (int step = 0; step < kStepsPerEpoch; ++step) {
+      feed.push(loop.tick(), "train step");
+      feed.alloc(loop.tick(), loop.next_ptr(), 100, /*stack=*/1);
+      feed.pop(loop.tick(), "train step");
+    }
+    feed.pop(loop.tick(), "epoch " + std::to_string(epoch));
+  }
+  const GrowthResult r = analysis.growth();
+  EXPECT_EQ(r.iterations.source, IterationInfo::Source::marks);
+  EXPECT_EQ(r.iterations.mark, "train step");
+  EXPECT_EQ(r.iterations.count, 3u * kStepsPerEpoch);
+  ASSERT_EQ(r.leaks.size(), 1u);
+  EXPECT_EQ(r.leaks[0].bytes_per_iteration, 100u);
+}
+
 TEST(Growth, MarksSeenTwiceFallBackToThePeriod) {
   Analysis analysis;
   TrainingLoop loop(analysis);

@@ -99,6 +99,9 @@ class GrowthTracker {
   static constexpr std::size_t kDetectionWindow = 65536;  // allocations
   static constexpr std::size_t kMaxDetectionWindows = 4;
   static constexpr std::uint64_t kMinMarkOccurrences = 3;
+  // How much more frequent than a counting mark name another must be to
+  // delimit iterations in its place (chosen_mark()).
+  static constexpr std::uint64_t kFarMoreFrequent = 8;
 
   GrowthTracker();
 
@@ -165,7 +168,14 @@ class GrowthTracker {
   // from each site's live bytes before the window; returns the boundaries.
   std::uint64_t replay_window(const Period& period, const SiteTable& sites,
                               std::vector<GrowthSeries>& series) const;
-  // The tracked mark name that delimits iterations, or -1.
+  // The tracked mark name that delimits iterations, or -1. Among the names
+  // seen often enough: the most frequent one whose numbers count up ("step
+  // 7", "step 8", ...), unless a name whose numbers repeat ("layer 0" ..
+  // "layer 31" again and again) or that has none is kFarMoreFrequent times
+  // as frequent; then the most frequent of those; names of C++ functions
+  // (a library's ranges, such as CUB's "cub::DeviceRadixSort::SortPairs",
+  // seen in a real PyTorch run between its "sample N" marks) only when there
+  // is nothing else. Ties go to the first seen.
   int chosen_mark() const;
 
   std::uint32_t generation_ = 1;  // sites start at 0, so each catches up at its first change
@@ -173,6 +183,11 @@ class GrowthTracker {
   std::array<std::vector<GrowthSeries>, kCandidates> series_;
   std::array<std::string, kMaxMarkNames> mark_names_;
   std::array<std::uint64_t, kMaxMarkNames> mark_counts_{};
+  // The numbers in each name's last occurrence, and whether every occurrence
+  // so far had numbers greater (compared in order) than the one before.
+  std::array<std::vector<std::uint64_t>, kMaxMarkNames> mark_numbers_;
+  std::array<bool, kMaxMarkNames> mark_counts_up_{};
+  std::vector<std::uint64_t> numbers_;  // scratch
   std::size_t mark_name_count_ = 0;
   std::string folded_;  // scratch
 
