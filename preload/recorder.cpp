@@ -31,14 +31,6 @@ long thread_id() {
   return t_tid;
 }
 
-// The fields every alloc and free starts with (the vmm ones, formatted here;
-// CompactEvent::append_body writes the same for the others).
-void append_common(LineBuffer& body, const char* api, format::MemoryKind kind, int dev, std::uintptr_t ptr,
-                   std::size_t size) {
-  body.field_i("tid", thread_id()).field_plain("api", api).field_plain("kind", format::name(kind));
-  body.field_i("dev", dev).field_hex("ptr", ptr).field("size", size);
-}
-
 // An alloc or free whose text the writer thread makes (compact_event.h).
 CompactEvent compact_event(format::Event ev, const char* api, format::MemoryKind kind, int dev, std::uintptr_t ptr,
                            std::size_t size, std::optional<std::uintptr_t> stream) {
@@ -161,21 +153,15 @@ void Recorder::on_alloc(const AllocationFacts& f) {
   if (!ensure_trace_open()) return;
   describe_device_once(f.dev);
 
-  if (vmm) {
-    // Physical memory only: a segment when it is mapped.
-    LineBuffer body;
-    append_common(body, f.api, f.kind, f.dev, f.ptr, f.size);
-    if (f.stream) body.field_hex("stream", *f.stream);
-    append_stack(body);
-    writer_.emit(format::name(format::Event::alloc), body);
-    return;
-  }
   CompactEvent event = compact_event(format::Event::alloc, f.api, f.kind, f.dev, f.ptr, f.size, f.stream);
   event.stack = stacks_.current_stack_id();
   if (f.block != 0) {
-    // Pooled: the pool wrote its segment_alloc when it grew (on_segment_alloc).
     event.block = f.block;
     event.optional |= CompactEvent::kHasBlock;
+  }
+  if (vmm || f.block != 0) {
+    // vmm: physical memory only, a segment when it is mapped. Pooled: the
+    // pool wrote its segment_alloc when it grew (on_segment_alloc).
     writer_.emit_compact({event});
     return;
   }
@@ -209,10 +195,10 @@ FreeOutcome Recorder::on_free(const FreeFacts& f) {
     }
     // Still referenced (cuMemRetainAllocationHandle): not given back yet.
     if (!r.last || !ensure_trace_open()) return outcome;
-    LineBuffer body;
-    append_common(body, f.api, format::MemoryKind::vmm, r.handle.dev, f.ptr, r.handle.size);
-    append_stack(body);
-    writer_.emit(format::name(format::Event::free), body);
+    CompactEvent event =
+        compact_event(format::Event::free, f.api, format::MemoryKind::vmm, r.handle.dev, f.ptr, r.handle.size, {});
+    event.stack = stacks_.current_stack_id();
+    writer_.emit_compact({event});
     return outcome;
   }
   const auto taken = live_.take(f.ptr, family_of(f.releases));

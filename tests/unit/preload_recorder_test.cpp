@@ -82,6 +82,10 @@ TEST_F(RecorderRules, AllocAndFreeLinesAreWrittenFieldForField) {
   alloc(0x30000, 64, 0, MemoryKind::managed);
   EXPECT_EQ(recorder_.on_free({.api = "cudaFreeAsync", .ptr = 0x7f00aa000200, .stream = 0x7}), FreeOutcome::recorded);
   EXPECT_EQ(recorder_.on_free({.api = "cudaFree", .ptr = 0x10000}), FreeOutcome::recorded);
+  // Physical memory (cuMemCreate): ptr is the handle, no segment twin.
+  recorder_.on_alloc({.api = "cuMemCreate", .kind = MemoryKind::vmm, .dev = 1, .ptr = 0x77, .size = 2 << 20});
+  EXPECT_EQ(recorder_.on_free({.api = "cuMemRelease", .releases = Releases::vmm_handle, .ptr = 0x77}),
+            FreeOutcome::recorded);
   recorder_.on_exit();
 
   const std::string tid = std::to_string(::gettid());
@@ -96,6 +100,8 @@ TEST_F(RecorderRules, AllocAndFreeLinesAreWrittenFieldForField) {
           R"(,"api":"cudaFreeAsync","kind":"device","dev":1,"ptr":"0x7f00aa000200","size":1000,"stream":"0x7","stack":0})",
       R"({"ev":"free","tid":)" + tid + R"(,"api":"cudaFree","kind":"device","dev":0,"ptr":"0x10000","size":100,"stack":0})",
       R"({"ev":"segment_free","dev":0,"ptr":"0x10000","size":100})",
+      R"({"ev":"alloc","tid":)" + tid + R"(,"api":"cuMemCreate","kind":"vmm","dev":1,"ptr":"0x77","size":2097152,"stack":0})",
+      R"({"ev":"free","tid":)" + tid + R"(,"api":"cuMemRelease","kind":"vmm","dev":1,"ptr":"0x77","size":2097152,"stack":0})",
   };
   std::ifstream in(dir_ / "t.jsonl");
   std::vector<std::string> got;
