@@ -147,6 +147,11 @@ struct Context {
   bool is_primary = false;
   unsigned flags = 0;
   std::atomic<std::uint64_t> generation{1};  // bumped on reset/destroy
+  // Whether Globals::contexts holds it (set and cleared with it, under
+  // Globals::mu): the current context's check reads this without the global
+  // lock, as a real driver's entry points take none (a context left current
+  // on a thread is never freed, see Globals).
+  std::atomic<bool> registered{false};
   std::mutex mu;  // guards streams, legacy, and the order of enqueues
   std::condition_variable cv;  // signalled when a worker leaves `streams`
   std::set<Stream*> streams;   // every live worker of this context
@@ -202,7 +207,7 @@ struct Pool {
 // ---- global state (drv_state.cpp) -----------------------------------------
 struct Globals {
   std::mutex mu;  // g_mu: init, registries, primary refcounts
-  bool initialized = false;
+  std::atomic<bool> initialized{false};  // written under mu; read without it by check_init
   std::vector<Device*> devices;
   std::set<Context*> contexts;
   std::unordered_map<void*, std::shared_ptr<Stream>> streams;

@@ -32,8 +32,7 @@ CUresult check_init() {
   // A forked child does not inherit the parent's worker threads; like real
   // CUDA it must not use the parent's CUDA state (it gets an init error).
   if (g_forked_child.load(std::memory_order_relaxed)) return CUDA_ERROR_NOT_INITIALIZED;
-  std::lock_guard<std::mutex> lk(G().mu);
-  return G().initialized ? CUDA_SUCCESS : CUDA_ERROR_NOT_INITIALIZED;
+  return G().initialized.load(std::memory_order_acquire) ? CUDA_SUCCESS : CUDA_ERROR_NOT_INITIALIZED;
 }
 
 Device* device_at(int ordinal) {
@@ -55,9 +54,8 @@ CUresult current_ctx(Context** out) {
   auto& st = ctx_stack();
   if (st.empty() || !st.back()) return CUDA_ERROR_INVALID_CONTEXT;
   Context* c = st.back();
-  std::lock_guard<std::mutex> lk(G().mu);
   // A destroyed context (or a released primary) left current on this thread.
-  if (!G().contexts.count(c)) return CUDA_ERROR_INVALID_CONTEXT;
+  if (!c->registered.load(std::memory_order_acquire)) return CUDA_ERROR_INVALID_CONTEXT;
   *out = c;
   return CUDA_SUCCESS;
 }
@@ -125,6 +123,7 @@ CUresult create_ctx(CUcontext* pctx, unsigned flags, CUdevice dev) {
   {
     std::lock_guard<std::mutex> lk(G().mu);
     G().contexts.insert(c);
+    c->registered.store(true, std::memory_order_release);
   }
   // cuCtxCreate pushes the new context onto the caller's stack.
   (void)ctx_stack().push_back(c);  // not full: checked above
@@ -143,6 +142,7 @@ CUresult destroy_ctx(CUcontext ctx) {
   {
     std::lock_guard<std::mutex> lk(G().mu);
     G().contexts.erase(c);
+    c->registered.store(false, std::memory_order_release);
     G().retired_contexts.push_back(c);  // never freed: see Globals
   }
   // "If the context is current to the calling thread then it is also popped."
@@ -163,7 +163,10 @@ CUresult primary_release(CUdevice dev) {
   if (destroy) {
     destroy_context_resources(d->primary);
     std::lock_guard<std::mutex> lk(G().mu);
-    if (d->primary_refcount == 0) G().contexts.erase(d->primary);
+    if (d->primary_refcount == 0) {
+      G().contexts.erase(d->primary);
+      d->primary->registered.store(false, std::memory_order_release);
+    }
   }
   return CUDA_SUCCESS;
 }
@@ -232,7 +235,10 @@ CUresult CUDAAPI cuDevicePrimaryCtxRetain(CUcontext* pctx, CUdevice dev) {
   Device* d = nullptr;
   if (CUresult r = check_device(dev, &d)) return r;
   std::lock_guard<std::mutex> lk(G().mu);
-  if (d->primary_refcount++ == 0) G().contexts.insert(d->primary);
+  if (d->primary_refcount++ == 0) {
+    G().contexts.insert(d->primary);
+    d->primary->registered.store(true, std::memory_order_release);
+  }
   *pctx = reinterpret_cast<CUcontext>(d->primary);
   return CUDA_SUCCESS;
 }
