@@ -164,24 +164,34 @@ void write_out(Out* out, std::uintptr_t ptr) {
 // pool never turns a request CUDA would meet into a failure. The `oom` event
 // is written once both failed, before the error is returned.
 template <typename Result, typename Out, typename Upstream>
+Result allocate_from_pool(const AllocRequest& request, Out* out, Upstream& upstream) {
+  const PoolAttempt attempt = pool_allocate(request);
+  if (attempt.ptr != 0) {
+    write_out(out, attempt.ptr);
+    return Result{};
+  }
+  const Obtained<Result> got = upstream(request.size);
+  if (got.rc == Result{} && got.ptr != 0) {
+    note_allocation(request, got.ptr, got.size != 0 ? got.size : request.size);
+  } else if (got.rc != Result{} && attempt.oom) {
+    note_pool_oom(request.api, attempt.report);
+  }
+  return got.rc;
+}
+
+template <typename Result, typename Out, typename Upstream>
 Result allocate(const AllocRequest& request, Out* out, Upstream&& upstream) {
   ReentryGuard guard;
   const bool record = guard.outermost();
-  PoolAttempt attempt;
   // A NULL out-parameter or 0 bytes: the real call answers (an error, or a
-  // NULL pointer without any memory).
+  // NULL pointer without any memory). The pool's path is a function of its
+  // own: the passthrough path never builds its out-of-memory report.
   if (record && request.pooled && out && request.size != 0 && caching_pool()) {
-    attempt = pool_allocate(request);
-    if (attempt.ptr != 0) {
-      write_out(out, attempt.ptr);
-      return Result{};
-    }
+    return allocate_from_pool<Result>(request, out, upstream);
   }
   const Obtained<Result> got = upstream(request.size);
   if (record && got.rc == Result{} && got.ptr != 0) {
     note_allocation(request, got.ptr, got.size != 0 ? got.size : request.size);
-  } else if (record && got.rc != Result{} && attempt.oom) {
-    note_pool_oom(request.api, attempt.report);
   }
   return got.rc;
 }

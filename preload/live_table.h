@@ -25,6 +25,8 @@
 #include <vector>
 
 #include "cumemtrace/trace_format.h"
+#include "pointer_map.h"
+#include "pool/futex_lock.h"
 
 namespace cumemtrace::preload {
 
@@ -76,18 +78,18 @@ class LiveTable {
   void insert(std::uintptr_t ptr, const LiveAllocation& a) {
     Shard& s = shard(ptr);
     std::scoped_lock lock(s.mutex);
-    auto [it, inserted] = s.map.try_emplace(ptr, Entry{a, true, 0});
+    auto [entry, inserted] = s.map.try_emplace(ptr, Entry{a, 0, true});
     if (!inserted) {
-      if (it->second.live) {
-        bytes_.fetch_sub(it->second.allocation.size, std::memory_order_relaxed);
+      if (entry->live) {
+        s.add_bytes(0 - entry->allocation.size);
       } else {
-        count_.fetch_add(1, std::memory_order_relaxed);
+        s.add_count(1);
       }
-      it->second = Entry{a, true, 0};
+      *entry = Entry{a, 0, true};
     } else {
-      count_.fetch_add(1, std::memory_order_relaxed);
+      s.add_count(1);
     }
-    bytes_.fetch_add(a.size, std::memory_order_relaxed);
+    s.add_bytes(a.size);
   }
 
   struct Taken {
@@ -99,17 +101,18 @@ class LiveTable {
   Taken take(std::uintptr_t ptr, FreeFamily family) {
     Shard& s = shard(ptr);
     std::scoped_lock lock(s.mutex);
-    auto it = s.map.find(ptr);
-    if (it == s.map.end()) return {TakeResult::unknown, {}};
-    Entry& e = it->second;
-    if (!e.live) return {TakeResult::freed_before, {}};
-    if (!frees_kind(family, e.allocation.kind)) return {TakeResult::other_kind, e.allocation};
-    e.live = false;
-    e.serial = ++s.serial;
-    remember_freed(s, ptr, e.serial);
-    count_.fetch_sub(1, std::memory_order_relaxed);
-    bytes_.fetch_sub(e.allocation.size, std::memory_order_relaxed);
-    return {TakeResult::taken, e.allocation};
+    Entry* e = s.map.find(ptr);
+    if (e == nullptr) return {TakeResult::unknown, {}};
+    if (!e->live) return {TakeResult::freed_before, {}};
+    const LiveAllocation allocation = e->allocation;
+    if (!frees_kind(family, allocation.kind)) return {TakeResult::other_kind, allocation};
+    e->live = false;
+    if (++s.serial == 0) s.serial = 1;  // 0 marks an unused ring slot
+    e->serial = s.serial;
+    remember_freed(s, ptr, e->serial);  // may move entries: e is not used after it
+    s.add_count(std::uint64_t{0} - 1);
+    s.add_bytes(0 - allocation.size);
+    return {TakeResult::taken, allocation};
   }
 
   // Removes every context-bound allocation on `dev` (a device reset freed
@@ -118,27 +121,31 @@ class LiveTable {
     std::vector<std::pair<std::uintptr_t, LiveAllocation>> dropped;
     for (Shard& s : shards_) {
       std::scoped_lock lock(s.mutex);
-      for (auto it = s.map.begin(); it != s.map.end();) {
-        const Entry& e = it->second;
-        if (e.live && e.allocation.dev == dev && e.allocation.context_bound) {
-          dropped.emplace_back(it->first, e.allocation);
-          count_.fetch_sub(1, std::memory_order_relaxed);
-          bytes_.fetch_sub(e.allocation.size, std::memory_order_relaxed);
-          // Erased, not remembered: freeing it later is a use after reset,
-          // reported as an unknown pointer.
-          it = s.map.erase(it);
-        } else {
-          ++it;
-        }
-      }
+      s.map.erase_if([&](std::uintptr_t ptr, const Entry& e) {
+        if (!e.live || e.allocation.dev != dev || !e.allocation.context_bound) return false;
+        dropped.emplace_back(ptr, e.allocation);
+        s.add_count(std::uint64_t{0} - 1);
+        s.add_bytes(0 - e.allocation.size);
+        // Erased, not remembered: freeing it later is a use after reset,
+        // reported as an unknown pointer.
+        return true;
+      });
     }
     std::sort(dropped.begin(), dropped.end(),
               [](const auto& a, const auto& b) { return a.first < b.first; });
     return dropped;
   }
 
-  std::uint64_t count() const { return count_.load(std::memory_order_relaxed); }
-  std::uint64_t bytes() const { return bytes_.load(std::memory_order_relaxed); }
+  std::uint64_t count() const {
+    std::uint64_t total = 0;
+    for (const Shard& s : shards_) total += s.count.load(std::memory_order_relaxed);
+    return total;
+  }
+  std::uint64_t bytes() const {
+    std::uint64_t total = 0;
+    for (const Shard& s : shards_) total += s.bytes.load(std::memory_order_relaxed);
+    return total;
+  }
 
  private:
   static constexpr std::size_t kShards = 64;
@@ -148,28 +155,40 @@ class LiveTable {
 
   struct Entry {
     LiveAllocation allocation;
+    // Which free made it a tombstone. Compared only with the serials of the
+    // shard's last kRecentPerShard frees, so wrapping after 2^32 frees is
+    // harmless; 32 bits keep an entry at 24 bytes.
+    std::uint32_t serial = 0;
     bool live = true;
-    std::uint64_t serial = 0;  // which free made it a tombstone
   };
 
   struct alignas(64) Shard {
-    std::mutex mutex;
-    std::unordered_map<std::uintptr_t, Entry> map;
+    pool::FutexLock mutex;
+    PointerMap<Entry> map;
+    // Written only under `mutex`, so a load and a store, not a locked
+    // read-modify-write (two of those per call were ~40 cycles); read
+    // without it, summed over the shards, for the `end` line. Unsigned:
+    // adding 0 - n subtracts n.
+    std::atomic<std::uint64_t> count{0};
+    std::atomic<std::uint64_t> bytes{0};
+    void add_count(std::uint64_t n) { add(count, n); }
+    void add_bytes(std::uint64_t n) { add(bytes, n); }
+    static void add(std::atomic<std::uint64_t>& total, std::uint64_t n) {
+      total.store(total.load(std::memory_order_relaxed) + n, std::memory_order_relaxed);
+    }
     // A ring of (pointer, serial) of the latest frees; the oldest tombstone is
     // erased when it falls out, unless the pointer was allocated again since
     // (its serial then no longer matches).
-    std::array<std::pair<std::uintptr_t, std::uint64_t>, kRecentPerShard> recent{};
+    std::array<std::pair<std::uintptr_t, std::uint32_t>, kRecentPerShard> recent{};
     std::size_t next = 0;
-    std::uint64_t serial = 0;
+    std::uint32_t serial = 0;
   };
 
-  static void remember_freed(Shard& s, std::uintptr_t ptr, std::uint64_t serial) {
+  static void remember_freed(Shard& s, std::uintptr_t ptr, std::uint32_t serial) {
     auto& slot = s.recent[s.next];
     if (slot.second != 0) {
-      auto old = s.map.find(slot.first);
-      if (old != s.map.end() && !old->second.live && old->second.serial == slot.second) {
-        s.map.erase(old);
-      }
+      const Entry* old = s.map.find(slot.first);
+      if (old != nullptr && !old->live && old->serial == slot.second) s.map.erase(slot.first);
     }
     slot = {ptr, serial};
     s.next = (s.next + 1) % kRecentPerShard;
@@ -184,8 +203,6 @@ class LiveTable {
   static_assert(kShards == 64, "the shift above assumes 64 shards");
 
   std::array<Shard, kShards> shards_;
-  std::atomic<std::uint64_t> count_{0};
-  std::atomic<std::uint64_t> bytes_{0};
 };
 
 // Physical memory from cuMemCreate, by handle. A handle is released when

@@ -119,7 +119,7 @@ SubPool* DevicePool::Impl::stream_pool(StreamHandle stream) {
   return sp;
 }
 
-SubPool* DevicePool::Impl::lock_owner(DevicePtr ptr, std::unique_lock<detail::SubPoolLock>& lock,
+SubPool* DevicePool::Impl::lock_owner(DevicePtr ptr, std::unique_lock<FutexLock>& lock,
                                       Segment** segment) const {
   auto range_of = [](Segment* s) -> const detail::SegmentRange& { return s->range; };
   // A segment can change hands (released, recycled) between the lock-free
@@ -478,7 +478,7 @@ OomReport DevicePool::Impl::make_report(std::size_t size, std::size_t rounded, b
 
 FreeResult DevicePool::Impl::free(DevicePtr ptr, bool stream_ordered, StreamHandle stream) {
   if (ptr == 0) return FreeResult{};
-  std::unique_lock<detail::SubPoolLock> lock;
+  std::unique_lock<FutexLock> lock;
   Segment* seg = nullptr;
   SubPool* sp = lock_owner(ptr, lock, &seg);
   if (!sp) return FreeResult{};
@@ -528,7 +528,7 @@ bool DevicePool::Impl::owns(DevicePtr ptr) const {
 }
 
 bool DevicePool::Impl::find(DevicePtr ptr, BlockInfo* info) const {
-  std::unique_lock<detail::SubPoolLock> lock;
+  std::unique_lock<FutexLock> lock;
   Segment* seg = nullptr;
   SubPool* sp = lock_owner(ptr, lock, &seg);
   if (!sp) return false;

@@ -54,7 +54,7 @@ class DevicePool::Impl {
   SubPool* add_sub_pool(bool stream_ordered, StreamHandle stream);  // streams_mu held
   // Locks and returns the sub-pool owning the segment that contains ptr;
   // null when no segment contains it.
-  SubPool* lock_owner(DevicePtr ptr, std::unique_lock<detail::SubPoolLock>& lock, Segment** segment) const;
+  SubPool* lock_owner(DevicePtr ptr, std::unique_lock<FutexLock>& lock, Segment** segment) const;
   // Bytes in sp's wholly free segments.
   static std::size_t whole_free_bytes(const SubPool& sp);
   void trim_to_release_threshold(SubPool& sp);

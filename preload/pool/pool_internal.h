@@ -14,7 +14,7 @@
 #include "cumemtrace/pool/upstream.h"
 #include "live_map.h"
 #include "segment_map.h"
-#include "sub_pool_lock.h"
+#include "futex_lock.h"
 
 namespace cumemtrace::pool::detail {
 
@@ -102,7 +102,7 @@ struct Counter {
 };
 
 struct alignas(64) SubPool {
-  SubPoolLock mu;
+  FutexLock mu;
   bool stream_ordered = false;
   StreamHandle stream = 0;
   // The stream was destroyed: nothing is allocated here any more; frees

@@ -1,4 +1,4 @@
-// The sub-pools' lock (preload/pool/sub_pool_lock.h): mutual exclusion under
+// The lock of the sub-pools and live-table shards (preload/pool/futex_lock.h): mutual exclusion under
 // real contention (more threads than this machine's CPUs, so holders are
 // preempted and waiters sleep in the kernel), and try_lock's answers.
 #include <gtest/gtest.h>
@@ -8,12 +8,12 @@
 #include <thread>
 #include <vector>
 
-#include "sub_pool_lock.h"
+#include "futex_lock.h"
 
-using cumemtrace::pool::detail::SubPoolLock;
+using cumemtrace::pool::FutexLock;
 
-TEST(SubPoolLock, ExcludesUnderContentionAndWakesEveryWaiter) {
-  SubPoolLock lock;
+TEST(FutexLock, ExcludesUnderContentionAndWakesEveryWaiter) {
+  FutexLock lock;
   // Plain, non-atomic: a lost update means two threads were inside at once.
   std::uint64_t counter = 0;
   std::uint64_t inside = 0, overlaps = 0;
@@ -39,8 +39,8 @@ TEST(SubPoolLock, ExcludesUnderContentionAndWakesEveryWaiter) {
   EXPECT_EQ(overlaps, 0u);
 }
 
-TEST(SubPoolLock, TryLockFailsWhileHeld) {
-  SubPoolLock lock;
+TEST(FutexLock, TryLockFailsWhileHeld) {
+  FutexLock lock;
   ASSERT_TRUE(lock.try_lock());
   bool other = true;
   std::thread([&] { other = lock.try_lock(); }).join();

@@ -1,19 +1,21 @@
-// The lock of one sub-pool (pool_internal.h). Internal to preload/pool.
+// A small lock for short critical sections that are rarely contended: each
+// sub-pool's (pool_internal.h) and each live-table shard's (live_table.h).
 #pragma once
 
 #include <atomic>
 #include <cstdint>
 
-namespace cumemtrace::pool::detail {
+namespace cumemtrace::pool {
 
-// A sub-pool's lock. Uncontended (the design gives each thread its own
-// sub-pool), so its cost is what matters: std::mutex goes through
-// pthread_mutex_lock/unlock, about 60 instructions per pair besides the two
-// atomic operations, a seventh of a cache hit. This is the classic
+// Uncontended as a rule (the pool gives each thread its own sub-pool; the
+// live table spreads pointers over 64 shards), so its cost is what matters:
+// std::mutex goes through pthread_mutex_lock/unlock, about 60 instructions
+// per pair besides the two atomic operations, a seventh of a cache hit.
+// This is the classic
 // three-state futex lock (0 free, 1 held, 2 held and perhaps waited for)
 // on std::atomic's wait/notify, which block in the kernel like a mutex:
 // the fast paths are one compare-exchange and one exchange, inline.
-class SubPoolLock {
+class FutexLock {
  public:
   void lock() {
     std::uint32_t seen = 0;
@@ -45,4 +47,4 @@ class SubPoolLock {
   std::atomic<std::uint32_t> state_{0};
 };
 
-}  // namespace cumemtrace::pool::detail
+}  // namespace cumemtrace::pool
