@@ -72,6 +72,8 @@ struct Word {
   Value value;
 };
 constexpr Word<ForkMode> kForkWords[] = {{"trace", ForkMode::trace}, {"off", ForkMode::off}};
+constexpr Word<Config::Unwinder> kUnwinderWords[] = {{"cfi", Config::Unwinder::cfi},
+                                                     {"libunwind", Config::Unwinder::libunwind}};
 constexpr Word<Config::PoolMode> kPoolWords[] = {{"caching", Config::PoolMode::caching},
                                                  {"passthrough", Config::PoolMode::passthrough}};
 
@@ -131,6 +133,7 @@ constexpr OptionSpec kOptions[] = {
     word<&Config::fork, kForkWords>("CUMEMTRACE_FORK", "fork", "'trace' or 'off'"),
     number<&Config::stacks, 0, 256>("CUMEMTRACE_STACKS", "stacks",  // 256: StackTable::kMaxDepth
                                     "a stack depth in [0, 256] (0: no stacks)"),
+    word<&Config::unwinder, kUnwinderWords>("CUMEMTRACE_UNWINDER", "unwinder", "'cfi' or 'libunwind'"),
     word<&Config::pool, kPoolWords>("CUMEMTRACE_POOL", "pool", "'caching' or 'passthrough'"),
     number<&Config::pool_sample_ms, 1, 3'600'000>("CUMEMTRACE_POOL_SAMPLE_MS", "pool_sample_ms",
                                                   "a whole number of milliseconds in [1, 3600000]"),

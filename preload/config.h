@@ -40,6 +40,12 @@ struct Config {
   // CUMEMTRACE_STACKS: deepest call stack recorded per event (frames of the
   // application, innermost first); 0 turns stack capture off.
   unsigned stacks = 32;
+  // CUMEMTRACE_UNWINDER: how stacks are walked. `cfi` (default) reads the
+  // unwind tables itself and remembers each thread's recent walks
+  // (stacks/frame_walker.h), handing what it cannot walk to libunwind;
+  // `libunwind` walks every stack with libunwind alone.
+  enum class Unwinder : unsigned char { cfi, libunwind };
+  Unwinder unwinder = Unwinder::cfi;
 
   // CUMEMTRACE_POOL: `caching` (default) serves device memory from our
   // instrumented caching pool; `passthrough` forwards every call, so the

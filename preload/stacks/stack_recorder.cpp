@@ -4,12 +4,22 @@
 #include "diagnostics.h"
 
 namespace cumemtrace::preload {
+namespace {
+
+std::uint32_t next_owner() {
+  static std::atomic<std::uint32_t> last{0};
+  std::uint32_t owner = last.fetch_add(1, std::memory_order_relaxed) + 1;
+  return owner != 0 ? owner : 1;  // 0 would mean "never noted" to the walker
+}
+
+}  // namespace
 
 StackRecorder::StackRecorder(unsigned depth, const StackPlatform& platform, TraceWriter& writer,
                              std::string perf_map_path)
     : depth_(std::min<std::size_t>(depth, StackTable::kMaxDepth)),
       capture_(platform.capture),
       resolve_backtrace_(platform.raw_backtrace),
+      owner_(next_owner()),
       writer_(writer),
       enabled_(depth_ > 0 && (capture_ != nullptr || resolve_backtrace_ != nullptr)),
       namer_(platform.symbol_table, std::move(perf_map_path)) {}
@@ -22,6 +32,7 @@ void StackRecorder::prepare() {
       own_begin_ = route.own_begin;
       own_size_ = route.own_end > route.own_begin ? route.own_end - route.own_begin : 0;
       backtrace_ = route.backtrace;
+      noting_ = route.noting;
     }
     prepared_.store(true, std::memory_order_release);
   });

@@ -12,6 +12,7 @@
 #include <mutex>
 
 #include "stacks/frame_namer.h"
+#include "stacks/frame_walker.h"
 #include "stacks/stack_table.h"
 #include "trace_writer.h"
 
@@ -32,6 +33,9 @@ struct RawBacktraceRoute {
   RawBacktrace backtrace = nullptr;
   std::uintptr_t own_begin = 0;
   std::uintptr_t own_end = 0;
+  // When set, used before `backtrace`: a capture that remembers stacks and
+  // keeps a note (here: the stack's id) with each (frame_walker::capture).
+  frame_walker::Capture (*noting)(void** out, int max, std::uint32_t owner) = nullptr;
 };
 
 // What the recorder's process provides for stacks; all null: no stacks.
@@ -82,7 +86,18 @@ class StackRecorder {
     if (backtrace_ != nullptr) {
       void* raw[StackTable::kMaxDepth + kOwnFramesAllowance];
       const std::size_t room = own_room_.load(std::memory_order_relaxed);
-      int got = backtrace_(raw, static_cast<int>(depth_ + room));
+      std::uint64_t* note = nullptr;
+      int got = 0;
+      if (noting_ != nullptr) {
+        const frame_walker::Capture captured = noting_(raw, static_cast<int>(depth_ + room), owner_);
+        // The same stack from the same place as before: its id, with no
+        // frame filtered and no table probed.
+        if (captured.count == frame_walker::kNoted) return static_cast<std::uint32_t>(*captured.note);
+        got = captured.count;
+        note = captured.note;
+      } else {
+        got = backtrace_(raw, static_cast<int>(depth_ + room));
+      }
       std::size_t own = keep_application_frames(raw, got, ips, n);
       if (static_cast<std::size_t>(got) == depth_ + room && n < depth_ && room < kOwnFramesAllowance) [[unlikely]] {
         // Ours took room from the application's frames: walk again (from
@@ -91,7 +106,11 @@ class StackRecorder {
         got = backtrace_(raw, static_cast<int>(depth_ + kOwnFramesAllowance));
         own = keep_application_frames(raw, got, ips, n);
         grow_own_room(own);
+        note = nullptr;  // noted under the smaller request, which is not made again
       }
+      const std::uint32_t id = intern(std::span<const std::uintptr_t>(ips, n));
+      if (note != nullptr && id != 0) *note = std::uint64_t{owner_} << 32 | id;
+      return id;
     } else if (capture_ != nullptr) {
       n = std::min(capture_(ips, depth_), depth_);
     }
@@ -127,6 +146,10 @@ class StackRecorder {
   RawBacktraceRoute (*const resolve_backtrace_)();
   // Set by prepare(), before prepared_.
   RawBacktrace backtrace_ = nullptr;
+  frame_walker::Capture (*noting_)(void**, int, std::uint32_t) = nullptr;
+  // This recorder's mark on the notes it keeps with remembered stacks: unique
+  // in the process, so a forked child's recorder never takes its parent's ids.
+  const std::uint32_t owner_;
   std::uintptr_t own_begin_ = 0;
   std::uintptr_t own_size_ = 0;  // own_end - own_begin: one unsigned compare per frame
   std::atomic<bool> prepared_{false};

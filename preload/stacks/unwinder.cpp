@@ -10,6 +10,7 @@
 #include <cstdint>
 
 #include "diagnostics.h"
+#include "stacks/frame_walker.h"
 
 #ifndef CUMEMTRACE_LIBUNWIND_SONAME
 #define CUMEMTRACE_LIBUNWIND_SONAME "libunwind.so.8"
@@ -146,15 +147,29 @@ bool symbol_table_lookup(std::uintptr_t address, std::string& mangled) {
 #endif
 }
 
-RawBacktraceRoute raw_backtrace() {
+RawBacktrace libunwind_or_libgcc() {
   const Unwinding& u = unwinding();
-  return {u.lib.backtrace ? u.lib.backtrace : &gcc_backtrace, u.own.begin, u.own.end};
+  return u.lib.backtrace ? u.lib.backtrace : &gcc_backtrace;
+}
+
+RawBacktraceRoute libunwind_route() {
+  const Unwinding& u = unwinding();
+  return {libunwind_or_libgcc(), u.own.begin, u.own.end};
+}
+
+// The CFI walker, with libunwind behind it for the stacks it cannot walk.
+RawBacktraceRoute cfi_walker_route() {
+  const Unwinding& u = unwinding();
+  if (!frame_walker::available()) return libunwind_route();  // glibc < 2.35, or not x86-64
+  frame_walker::set_fallback(libunwind_or_libgcc());
+  return {&frame_walker::backtrace, u.own.begin, u.own.end, &frame_walker::capture};
 }
 
 }  // namespace
 
-StackPlatform native_stack_platform() {
-  return StackPlatform{.symbol_table = &symbol_table_lookup, .raw_backtrace = &raw_backtrace};
+StackPlatform native_stack_platform(Config::Unwinder unwinder) {
+  return StackPlatform{.symbol_table = &symbol_table_lookup,
+                       .raw_backtrace = unwinder == Config::Unwinder::cfi ? &cfi_walker_route : &libunwind_route};
 }
 
 }  // namespace cumemtrace::preload

@@ -15,12 +15,14 @@
 // unwinder: slower, same stacks.
 #pragma once
 
+#include "config.h"
 #include "stacks/stack_recorder.h"
 
 namespace cumemtrace::preload {
 
 // Capture and symbol lookup for the preload. Frames inside libcumemtrace.so
 // itself (the hook, the recorder, the capture) are left out of every stack.
-StackPlatform native_stack_platform();
+// `cfi`: stacks/frame_walker.h walks, libunwind takes what it cannot.
+StackPlatform native_stack_platform(Config::Unwinder unwinder);
 
 }  // namespace cumemtrace::preload

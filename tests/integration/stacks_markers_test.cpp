@@ -211,6 +211,43 @@ TEST(CallStacks, GeneratedCodeIsNamedFromThePerfMapAsItGrows) {
     EXPECT_EQ(frames[2]["fn"], "main") << "unwinding went on through the generated frame";
   }
 }
+
+// The default CFI walker (stacks/frame_walker.h) and libunwind alone give
+// every allocation and free the same stack: the same frames, in order, and
+// the same ids. stack_perf_map's generated code has no CFI, so there the
+// walker hands the stack to libunwind; the demo repeats its call sites, so
+// most of its stacks come from the walker's memo.
+TEST(CallStacks, TheCfiWalkerRecordsWhatLibunwindRecords) {
+  // What a stack says apart from where the process was loaded.
+  auto where_loaded_aside = [](json frames) {
+    for (json& f : frames) {
+      f.erase("ip");
+      if (f["module"].is_null()) f.erase("off");
+      if (f["module"].is_string() && f["module"].get<std::string>().starts_with("/tmp/perf-")) {
+        f["module"] = "/tmp/perf-PID.map";  // each run's own
+      }
+    }
+    return frames;
+  };
+  for (const std::string app : {"stack_sites", "stack_perf_map", "demo_training_loop"}) {
+    SCOPED_TRACE(app);
+    std::vector<json> events[2];
+    const char* unwinders[] = {"cfi", "libunwind"};
+    for (int i = 0; i < 2; ++i) {
+      const Traced t = trace_app(app, {{"CUMEMTRACE_UNWINDER", unwinders[i]}});
+      EXPECT_EQ(t.lines.front()["config"]["unwinder"], unwinders[i]);
+      for (const json& line : t.lines) {
+        if (line["ev"] != "alloc" && line["ev"] != "free") continue;
+        const auto id = line["stack"].get<std::uint64_t>();
+        ASSERT_NE(id, 0u) << line;
+        events[i].push_back({line["ev"], line["size"], id, where_loaded_aside(t.stacks.at(id))});
+      }
+    }
+    EXPECT_GE(events[0].size(), 6u);
+    ASSERT_EQ(events[0].size(), events[1].size());
+    for (std::size_t e = 0; e < events[0].size(); ++e) EXPECT_EQ(events[0][e], events[1][e]) << "event " << e;
+  }
+}
 #endif
 
 struct Mark {

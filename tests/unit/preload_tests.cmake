@@ -13,9 +13,16 @@ add_executable(preload_unit_tests
   preload_stack_naming_test.cpp
   preload_stack_recorder_test.cpp
   preload_stack_raw_backtrace_test.cpp
+  preload_frame_walker_test.cpp
   preload_pointer_map_test.cpp
   preload_stack_table_test.cpp)
 target_link_libraries(preload_unit_tests PRIVATE cumemtrace_core cumemtrace_warnings
   cumemtrace_test_support
   nlohmann_json::nlohmann_json GTest::gtest_main)
+# The frame walker's tests compare it with libunwind, opened as the preload
+# opens it.
+target_include_directories(preload_unit_tests PRIVATE ${LIBUNWIND_INCLUDE_DIRS})
+target_compile_definitions(preload_unit_tests PRIVATE
+  CUMEMTRACE_LIBUNWIND_SONAME="${CUMEMTRACE_LIBUNWIND_SONAME}")
+target_link_libraries(preload_unit_tests PRIVATE ${CMAKE_DL_LIBS})
 gtest_discover_tests(preload_unit_tests TEST_PREFIX "preload." DISCOVERY_TIMEOUT 60)
