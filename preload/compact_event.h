@@ -22,7 +22,10 @@ struct CompactEvent {
   // Which line: a whole alloc or free, or a passthrough allocation's segment
   // twin, which repeats dev, ptr and size (segment_alloc adds the api).
   enum class Shape : std::uint8_t { whole, segment_alloc_twin, segment_free_twin };
-  enum Optional : std::uint8_t { kHasBlock = 1, kHasStream = 2 };
+  // kWithSegmentTwin: a passthrough alloc or free whose segment_alloc /
+  // segment_free twin the writer adds (before the alloc, after the free):
+  // one struct in the thread's log for both lines.
+  enum Optional : std::uint8_t { kHasBlock = 1, kHasStream = 2, kWithSegmentTwin = 4 };
 
   format::Event ev = format::Event::alloc;
   Shape shape = Shape::whole;
@@ -42,6 +45,7 @@ struct CompactEvent {
     CompactEvent t = *this;
     t.ev = twin_ev;
     t.shape = twin_shape;
+    t.optional &= static_cast<std::uint8_t>(~kWithSegmentTwin);
     return t;
   }
 

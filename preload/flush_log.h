@@ -17,7 +17,7 @@ namespace cumemtrace::preload::flush {
 // `lines` × (LineHeader, ev bytes, body bytes), then padding to 8 bytes.
 struct RecordHeader {
   std::uint64_t seq;   // the order in which emit() calls took their place in the trace
-  std::uint64_t t;     // ns since the trace started, read by the producer
+  std::uint64_t t;     // the producer's TickClock::ticks(); the writer makes them ns
   std::uint32_t size;  // bytes of the whole record, this header included; a multiple of 8
   std::uint32_t lines;
 };

@@ -66,7 +66,7 @@ void TraceWriter::write_output() {
 }
 
 void TraceWriter::format_record(ThreadLog& log, const flush::RecordHeader& r, bool may_allocate) {
-  const std::uint64_t t = std::max(r.t, last_t_written_);
+  const std::uint64_t t = std::max(clock_.since_start_ns(r.t), last_t_written_);
   last_t_written_ = t;
   char digits[24];
   const auto t_end = std::to_chars(digits, digits + sizeof digits, t).ptr;
@@ -77,48 +77,65 @@ void TraceWriter::format_record(ThreadLog& log, const flush::RecordHeader& r, bo
     flush::LineHeader lh;
     std::memcpy(&lh, p, sizeof lh);
     p += sizeof lh;
-    std::string_view ev;
-    std::string_view body;
-    LineBuffer compact_body;  // a CompactEvent's text: well inside the inline buffer
-    if (lh.ev_size == flush::kCompactLine) {
-      CompactEvent event;
-      std::memcpy(&event, p, sizeof event);
-      p += lh.body_size;
-      event.append_body(compact_body);
-      ev = format::name(event.ev);
-      body = compact_body.view();
-    } else {
-      ev = std::string_view(p, lh.ev_size);
-      body = std::string_view(p + lh.ev_size, lh.body_size);
+    if (lh.ev_size != flush::kCompactLine) {
+      append_line(std::string_view(p, lh.ev_size), std::string_view(p + lh.ev_size, lh.body_size), t_text,
+                  may_allocate);
       p += lh.ev_size + lh.body_size;
-    }
-    static constexpr std::string_view kOpen = "{\"ev\":\"", kT = "\",\"t\":", kClose = "}\n";
-    const std::size_t size = kOpen.size() + ev.size() + kT.size() + t_text.size() + body.size() + kClose.size();
-    if (size > out_capacity_) {
-      // Longer than the whole output buffer (a very deep stack of long
-      // names): written on its own, or, where nothing may be allocated,
-      // counted as lost.
-      if (!may_allocate) {
-        count_dropped(1);
-        continue;
-      }
-      write_output();
-      std::string line;
-      line.reserve(size);
-      line.append(kOpen).append(ev).append(kT).append(t_text).append(body).append(kClose);
-      count_dropped(sink_.write_lines(line.data(), line.size(), 1));
       continue;
     }
-    if (out_size_ + size > out_capacity_) write_output();
-    char* o = out_.get() + out_size_;
-    for (std::string_view part : {kOpen, ev, kT, t_text, body, kClose}) {
-      std::memcpy(o, part.data(), part.size());
-      o += part.size();
+    CompactEvent event;
+    std::memcpy(&event, p, sizeof event);
+    p += lh.body_size;
+    // A passthrough allocation's segment twin comes just before its alloc
+    // line, and just after its free line (TRACE_FORMAT.md: reserved memory
+    // grows before the application has it, and shrinks after).
+    const bool twin = (event.optional & CompactEvent::kWithSegmentTwin) != 0;
+    if (twin && event.ev == format::Event::alloc) {
+      append_compact_line(event.twin(format::Event::segment_alloc, CompactEvent::Shape::segment_alloc_twin),
+                          t_text, may_allocate);
     }
-    out_size_ += size;
-    ++out_lines_;
+    append_compact_line(event, t_text, may_allocate);
+    if (twin && event.ev == format::Event::free) {
+      append_compact_line(event.twin(format::Event::segment_free, CompactEvent::Shape::segment_free_twin), t_text,
+                          may_allocate);
+    }
   }
   log.read_offset += r.size;
+}
+
+void TraceWriter::append_compact_line(const CompactEvent& event, std::string_view t_text, bool may_allocate) {
+  LineBuffer body;  // a CompactEvent's text: well inside the inline buffer
+  event.append_body(body);
+  append_line(format::name(event.ev), body.view(), t_text, may_allocate);
+}
+
+void TraceWriter::append_line(std::string_view ev, std::string_view body, std::string_view t_text,
+                              bool may_allocate) {
+  static constexpr std::string_view kOpen = "{\"ev\":\"", kT = "\",\"t\":", kClose = "}\n";
+  const std::size_t size = kOpen.size() + ev.size() + kT.size() + t_text.size() + body.size() + kClose.size();
+  if (size > out_capacity_) {
+    // Longer than the whole output buffer (a very deep stack of long
+    // names): written on its own, or, where nothing may be allocated,
+    // counted as lost.
+    if (!may_allocate) {
+      count_dropped(1);
+      return;
+    }
+    write_output();
+    std::string line;
+    line.reserve(size);
+    line.append(kOpen).append(ev).append(kT).append(t_text).append(body).append(kClose);
+    count_dropped(sink_.write_lines(line.data(), line.size(), 1));
+    return;
+  }
+  if (out_size_ + size > out_capacity_) write_output();
+  char* o = out_.get() + out_size_;
+  for (std::string_view part : {kOpen, ev, kT, t_text, body, kClose}) {
+    std::memcpy(o, part.data(), part.size());
+    o += part.size();
+  }
+  out_size_ += size;
+  ++out_lines_;
 }
 
 bool TraceWriter::drain_round(Drain mode, bool skip_gaps) {
@@ -158,6 +175,7 @@ bool TraceWriter::drain_round(Drain mode, bool skip_gaps) {
 }
 
 void TraceWriter::drain(Drain mode) {
+  clock_.calibrate();  // the reference for this drain's timestamps
   if (mode == Drain::signal) {
     drain_round(mode, /*skip_gaps=*/true);
     return;

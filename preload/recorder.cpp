@@ -166,9 +166,10 @@ void Recorder::on_alloc(const AllocationFacts& f) {
     return;
   }
   // Passthrough: the driver's memory is the application's block, so reserved
-  // memory changed too, just before the application received it.
-  writer_.emit_compact(
-      {event.twin(format::Event::segment_alloc, CompactEvent::Shape::segment_alloc_twin), event});
+  // memory changed too, just before the application received it (the
+  // writer adds that segment_alloc line).
+  event.optional |= CompactEvent::kWithSegmentTwin;
+  writer_.emit_compact({event});
 }
 
 void Recorder::emit_free(const char* api, std::uintptr_t ptr, const LiveAllocation& a,
@@ -181,7 +182,8 @@ void Recorder::emit_free(const char* api, std::uintptr_t ptr, const LiveAllocati
     writer_.emit_compact({event});
     return;
   }
-  writer_.emit_compact({event, event.twin(format::Event::segment_free, CompactEvent::Shape::segment_free_twin)});
+  event.optional |= CompactEvent::kWithSegmentTwin;  // and its segment_free line after it
+  writer_.emit_compact({event});
 }
 
 FreeOutcome Recorder::on_free(const FreeFacts& f) {

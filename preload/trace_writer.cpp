@@ -72,17 +72,13 @@ constexpr std::uint64_t kBacklogWaitNs = 100'000'000;
 
 }  // namespace
 
-std::uint64_t TraceWriter::monotonic_now_ns() {
-  timespec ts{};
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return static_cast<std::uint64_t>(ts.tv_sec) * 1'000'000'000ull +
-         static_cast<std::uint64_t>(ts.tv_nsec);
-}
+std::uint64_t TraceWriter::monotonic_now_ns() { return TickClock::monotonic_ns(); }
 
 TraceWriter::TraceWriter(std::uint64_t monotonic_start_ns, std::size_t buffer_bytes,
                          std::uint32_t flush_interval_ms)
     : id_(g_next_writer_id.fetch_add(1, std::memory_order_relaxed)),
       start_ns_(monotonic_start_ns),
+      clock_(monotonic_start_ns, TickClock::tsc_is_the_system_clock()),
       chunk_bytes_(round_up(std::clamp<std::size_t>(buffer_bytes, 4096, 64 * kMiB))),
       flush_interval_ms_(std::max<std::uint32_t>(flush_interval_ms, 1)),
       // Enough for bursts; beyond it a thread waits for the disk, then drops.
@@ -228,7 +224,7 @@ char* TraceWriter::reserve(ThreadLog& log, std::uint32_t size) {
   return fresh->bytes();
 }
 
-TraceWriter::OpenRecord TraceWriter::open_record(std::size_t lines, std::size_t line_bytes) {
+TraceWriter::OpenRecord TraceWriter::open_record(std::size_t entries, std::size_t line_bytes, std::size_t lines) {
   if (state_.load(std::memory_order_acquire) != State::open) [[unlikely]] {
     count_dropped(lines);
     return {};
@@ -240,15 +236,14 @@ TraceWriter::OpenRecord TraceWriter::open_record(std::size_t lines, std::size_t 
     count_dropped(lines);
     return {};
   }
-  const std::uint64_t now = monotonic_now_ns();
-  const std::uint64_t t = now > start_ns_ ? now - start_ns_ : 0;
+  const std::uint64_t ticks = clock_.ticks();  // made nanoseconds by format_record
   // Taken after the clock and, for a free, before the real free runs: the
   // alloc that reuses the address takes a later seq (one modification order
   // on one atomic, consistent with happens-before). Relaxed is enough.
   const std::uint64_t seq = next_seq_.fetch_add(1, std::memory_order_relaxed);
-  const flush::RecordHeader header{seq, t, size, static_cast<std::uint32_t>(lines)};
+  const flush::RecordHeader header{seq, ticks, size, static_cast<std::uint32_t>(entries)};
   std::memcpy(out, &header, sizeof header);
-  return {log, out + sizeof header, size, t};
+  return {log, out + sizeof header, size};
 }
 
 void TraceWriter::commit_record(const OpenRecord& record) {
@@ -257,11 +252,11 @@ void TraceWriter::commit_record(const OpenRecord& record) {
   log->tail->committed.store(log->tail_used, std::memory_order_release);
 }
 
-std::uint64_t TraceWriter::emit(std::initializer_list<Line> lines) {
+void TraceWriter::emit(std::initializer_list<Line> lines) {
   std::size_t bytes = 0;
   for (const Line& line : lines) bytes += sizeof(flush::LineHeader) + line.ev.size() + line.body.view().size();
-  const OpenRecord record = open_record(lines.size(), bytes);
-  if (record.lines == nullptr) return 0;
+  const OpenRecord record = open_record(lines.size(), bytes, lines.size());
+  if (record.lines == nullptr) return;
   char* p = record.lines;
   for (const Line& line : lines) {
     const std::string_view body = line.body.view();
@@ -275,14 +270,18 @@ std::uint64_t TraceWriter::emit(std::initializer_list<Line> lines) {
     p += body.size();
   }
   commit_record(record);
-  return record.t;
 }
 
-std::uint64_t TraceWriter::emit_compact(std::initializer_list<CompactEvent> events) {
+void TraceWriter::emit_compact(std::initializer_list<CompactEvent> events) {
   static_assert(std::is_trivially_copyable_v<CompactEvent>);
   constexpr flush::LineHeader kHeader{flush::kCompactLine, sizeof(CompactEvent)};
-  const OpenRecord record = open_record(events.size(), events.size() * (sizeof kHeader + sizeof(CompactEvent)));
-  if (record.lines == nullptr) return 0;
+  std::size_t output_lines = 0;
+  for (const CompactEvent& event : events) {
+    output_lines += (event.optional & CompactEvent::kWithSegmentTwin) != 0 ? 2 : 1;
+  }
+  const OpenRecord record =
+      open_record(events.size(), events.size() * (sizeof kHeader + sizeof(CompactEvent)), output_lines);
+  if (record.lines == nullptr) return;
   char* p = record.lines;
   for (const CompactEvent& event : events) {
     std::memcpy(p, &kHeader, sizeof kHeader);
@@ -290,7 +289,6 @@ std::uint64_t TraceWriter::emit_compact(std::initializer_list<CompactEvent> even
     p += sizeof kHeader + sizeof event;
   }
   commit_record(record);
-  return record.t;
 }
 
 // ---- lifecycle -------------------------------------------------------------

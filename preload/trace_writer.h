@@ -32,6 +32,7 @@
 #include "flush_log.h"
 #include "flush_sink.h"
 #include "line_buffer.h"
+#include "tick_clock.h"
 
 namespace cumemtrace::preload {
 
@@ -64,13 +65,13 @@ class TraceWriter {
     const LineBuffer& body;
   };
 
-  // Records the lines, in order, with one timestamp. Returns the `t` read
-  // (the line may carry a slightly later one: `t` never decreases in the file).
-  std::uint64_t emit(std::initializer_list<Line> lines);
-  std::uint64_t emit(std::string_view ev, const LineBuffer& body) { return emit({Line{ev, body}}); }
+  // Records the lines, in order, with one timestamp (tick_clock.h; `t`
+  // never decreases in the file).
+  void emit(std::initializer_list<Line> lines);
+  void emit(std::string_view ev, const LineBuffer& body) { emit({Line{ev, body}}); }
   // The same for alloc and free lines kept as their facts: the background
   // thread formats them (compact_event.h), not the recording thread.
-  std::uint64_t emit_compact(std::initializer_list<CompactEvent> events);
+  void emit_compact(std::initializer_list<CompactEvent> events);
 
   // Everything emitted before the call reaches the kernel before it returns.
   void flush();
@@ -123,9 +124,11 @@ class TraceWriter {
     flush::ThreadLog* log = nullptr;
     char* lines = nullptr;
     std::uint32_t size = 0;
-    std::uint64_t t = 0;
   };
-  OpenRecord open_record(std::size_t lines, std::size_t line_bytes);
+  // `entries` line entries of `line_bytes` in all, which make `lines` lines
+  // of the trace (a compact event with its segment twin makes two): what is
+  // counted as dropped if the record cannot be made.
+  OpenRecord open_record(std::size_t entries, std::size_t line_bytes, std::size_t lines);
   void commit_record(const OpenRecord& record);
 
   enum class State : int { closed_before_open, open, finished };
@@ -152,6 +155,8 @@ class TraceWriter {
   bool drain_round(Drain mode, bool skip_gaps);  // false: stopped at a gap
   bool peek(flush::ThreadLog& log, flush::RecordHeader& out);
   void format_record(flush::ThreadLog& log, const flush::RecordHeader& r, bool may_allocate);
+  void append_compact_line(const CompactEvent& event, std::string_view t_text, bool may_allocate);
+  void append_line(std::string_view ev, std::string_view body, std::string_view t_text, bool may_allocate);
   void write_output();
   void write_end_line(const LineBuffer& end_body);
   void release_drained(flush::ThreadLog& log);
@@ -174,6 +179,9 @@ class TraceWriter {
 
   const std::uint64_t id_;  // tells this writer's logs from another's
   const std::uint64_t start_ns_;
+  // Ticks on the recording threads, nanoseconds when lines are formatted
+  // (under the output lock).
+  TickClock clock_;
   const std::uint32_t chunk_bytes_;
   const std::uint32_t flush_interval_ms_;
   const std::uint64_t memory_cap_;

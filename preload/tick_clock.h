@@ -1,0 +1,75 @@
+// The clock of event timestamps (`t`, TRACE_FORMAT.md: nanoseconds since the
+// trace started, monotonic).
+//
+// Reading CLOCK_MONOTONIC through the vDSO costs ~23 ns on our machines
+// (a fenced TSC read under the kernel's seqlock, then the conversion), a
+// quarter of all an intercepted call costs us with stacks (perf,
+// bench_malloc_free). Where the kernel itself keeps time with the TSC
+// (clocksource "tsc": constant, nonstop and synchronised across CPUs, or the
+// kernel would have switched away from it), the recording thread reads only
+// the TSC (~10 ns), and the writer thread, which formats the line, turns the
+// count into CLOCK_MONOTONIC nanoseconds: at every drain it reads both
+// clocks once (calibrate) and maps ticks through that latest pair at the
+// rate measured over at least the last second (or since the start, early
+// on). The lines of a drain were recorded just before it, so a drain's
+// timestamps are off by the clocks' own read jitter (tens of ns) plus the
+// rate's error over that short span, and the writer keeps `t` from ever
+// decreasing. Elsewhere the recording thread reads CLOCK_MONOTONIC, as before.
+//
+// ticks() is called on every recorded event; calibrate() and
+// since_start_ns() only by whoever formats lines, under the writer's output
+// lock. All three are async-signal-safe (the fatal-signal flush formats).
+#pragma once
+
+#include <cstdint>
+
+#if defined(__x86_64__)
+#include <x86intrin.h>
+#endif
+
+namespace cumemtrace::preload {
+
+class TickClock {
+ public:
+  // The process's choice: the TSC when the kernel's clocksource is "tsc".
+  static bool tsc_is_the_system_clock();
+
+  // `use_tsc` false: ticks are CLOCK_MONOTONIC nanoseconds.
+  TickClock(std::uint64_t start_ns, bool use_tsc);
+
+  bool counts_tsc() const { return use_tsc_; }
+
+  std::uint64_t ticks() const {
+#if defined(__x86_64__)
+    if (use_tsc_) return __rdtsc();
+#endif
+    return monotonic_ns();
+  }
+
+  // Reads both clocks: the reference for the lines formatted next.
+  void calibrate();
+
+  // Nanoseconds since the start for a ticks() value (0 for one before it).
+  std::uint64_t since_start_ns(std::uint64_t ticks) const;
+
+  static std::uint64_t monotonic_ns();
+
+ private:
+  struct Point {
+    std::uint64_t tsc = 0;
+    std::uint64_t ns = 0;
+  };
+  static Point read_both();
+
+  // The rate is measured over at least this span once the trace is older.
+  static constexpr std::uint64_t kRateSpanNs = 1'000'000'000;
+
+  const std::uint64_t start_ns_;
+  const bool use_tsc_;
+  Point anchor_;   // where the rate's span starts
+  Point current_;  // the latest pair: ticks map through it
+  double ns_per_tick_ = 0;
+  std::uint64_t rate_span_ns_ = 0;  // the span ns_per_tick_ was measured over
+};
+
+}  // namespace cumemtrace::preload
