@@ -83,38 +83,37 @@ class StackRecorder {
     if (!prepared_.load(std::memory_order_acquire)) [[unlikely]] prepare();
     std::uintptr_t ips[StackTable::kMaxDepth];
     std::size_t n = 0;
-    if (backtrace_ != nullptr) {
-      void* raw[StackTable::kMaxDepth + kOwnFramesAllowance];
-      const std::size_t room = own_room_.load(std::memory_order_relaxed);
-      std::uint64_t* note = nullptr;
-      int got = 0;
-      if (noting_ != nullptr) {
-        const frame_walker::Capture captured = noting_(raw, static_cast<int>(depth_ + room), owner_);
-        // The same stack from the same place as before: its id, with no
-        // frame filtered and no table probed.
-        if (captured.count == frame_walker::kNoted) return static_cast<std::uint32_t>(*captured.note);
-        got = captured.count;
-        note = captured.note;
-      } else {
-        got = backtrace_(raw, static_cast<int>(depth_ + room));
-      }
-      std::size_t own = keep_application_frames(raw, got, ips, n);
-      if (static_cast<std::size_t>(got) == depth_ + room && n < depth_ && room < kOwnFramesAllowance) [[unlikely]] {
-        // Ours took room from the application's frames: walk again (from
-        // this same frame) with all the room, and ask for what we took
-        // from now on.
-        got = backtrace_(raw, static_cast<int>(depth_ + kOwnFramesAllowance));
-        own = keep_application_frames(raw, got, ips, n);
-        grow_own_room(own);
-        note = nullptr;  // noted under the smaller request, which is not made again
-      }
-      const std::uint32_t id = intern(std::span<const std::uintptr_t>(ips, n));
-      if (note != nullptr && id != 0) *note = std::uint64_t{owner_} << 32 | id;
-      return id;
-    } else if (capture_ != nullptr) {
-      n = std::min(capture_(ips, depth_), depth_);
+    if (backtrace_ == nullptr) {  // a capture function (tests), or none
+      if (capture_ != nullptr) n = std::min(capture_(ips, depth_), depth_);
+      return intern(std::span<const std::uintptr_t>(ips, n));
     }
-    return intern(std::span<const std::uintptr_t>(ips, n));
+    void* raw[StackTable::kMaxDepth + kOwnFramesAllowance];
+    const std::size_t room = own_room_.load(std::memory_order_relaxed);
+    std::uint64_t* note = nullptr;
+    int got = 0;
+    if (noting_ != nullptr) {
+      const frame_walker::Capture captured = noting_(raw, static_cast<int>(depth_ + room), owner_);
+      // The same stack from the same place as before: its id, with no
+      // frame filtered and no table probed.
+      if (captured.count == frame_walker::kNoted) return static_cast<std::uint32_t>(*captured.note);
+      got = captured.count;
+      note = captured.note;
+    } else {
+      got = backtrace_(raw, static_cast<int>(depth_ + room));
+    }
+    std::size_t own = keep_application_frames(raw, got, ips, n);
+    if (static_cast<std::size_t>(got) == depth_ + room && n < depth_ && room < kOwnFramesAllowance) [[unlikely]] {
+      // Ours took room from the application's frames: walk again (from
+      // this same frame) with all the room, and ask for what we took
+      // from now on.
+      got = backtrace_(raw, static_cast<int>(depth_ + kOwnFramesAllowance));
+      own = keep_application_frames(raw, got, ips, n);
+      grow_own_room(own);
+      note = nullptr;  // noted under the smaller request, which is not made again
+    }
+    const std::uint32_t id = intern(std::span<const std::uintptr_t>(ips, n));
+    if (note != nullptr && id != 0) *note = std::uint64_t{owner_} << 32 | id;
+    return id;
   }
 
  private:

@@ -156,4 +156,52 @@ TEST(StackRawBacktrace, NotResolvedWithoutACapture) {
   EXPECT_EQ(g_resolved, 0);
 }
 
+
+// The noting route (frame_walker::capture): the recorder keeps each stack's
+// id in the note the walker hands it, takes the id back when the walker
+// answers "noted" (without frames), and never takes a note another
+// recorder made (a forked child's, whose ids are its own).
+std::uint64_t g_note = 0;
+std::vector<std::uint32_t> g_owners_asked;
+
+cumemtrace::preload::frame_walker::Capture fake_noting(void** out, int max, std::uint32_t owner) {
+  g_owners_asked.push_back(owner);
+  if (g_note >> 32 == owner) return {cumemtrace::preload::frame_walker::kNoted, &g_note};
+  return {fake_backtrace(out, max), &g_note};
+}
+
+RawBacktraceRoute fake_noting_route() { return {&fake_backtrace, kOwnBegin, kOwnEnd, &fake_noting}; }
+
+TEST(StackRawBacktrace, ANotedStackIsTakenBackOnlyByTheRecorderThatNotedIt) {
+  g_note = 0;
+  g_owners_asked.clear();
+  g_raw = {0x5001, 0x1001, 0x2002};
+  TempDir dir;
+  Config c;
+  c.stacks = 8;
+  std::vector<std::uint64_t> ids[2];
+  for (int run = 0; run < 2; ++run) {
+    c.output_template = dir / ("t" + std::to_string(run) + ".jsonl");
+    Recorder r(c, &fake_device, StackPlatform{.raw_backtrace = &fake_noting_route});
+    for (int i = 0; i < 3; ++i) {
+      r.on_alloc({.api = "cudaMalloc", .dev = 0, .ptr = 0x7f0000000000u + 0x200u * i, .size = 512});
+    }
+    r.on_exit();
+    std::ifstream in(dir / ("t" + std::to_string(run) + ".jsonl"));
+    int stack_events = 0;
+    for (std::string line; std::getline(in, line);) {
+      const json l = json::parse(line);
+      if (l["ev"] == "stack") ++stack_events;
+      if (l["ev"] == "alloc") ids[run].push_back(l["stack"].get<std::uint64_t>());
+    }
+    EXPECT_EQ(stack_events, 1) << "run " << run;  // each recorder writes its own stack event
+  }
+  EXPECT_EQ(ids[0], (std::vector<std::uint64_t>{1, 1, 1}));
+  EXPECT_EQ(ids[1], (std::vector<std::uint64_t>{1, 1, 1}));
+  ASSERT_EQ(g_owners_asked.size(), 6u);
+  EXPECT_NE(g_owners_asked[0], 0u);
+  EXPECT_NE(g_owners_asked[0], g_owners_asked[3]) << "two recorders, two owners";
+  EXPECT_EQ(g_note, std::uint64_t{g_owners_asked[3]} << 32 | 1) << "the second recorder noted its own id";
+}
+
 }  // namespace
