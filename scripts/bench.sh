@@ -83,15 +83,17 @@ run_loop() {
 # 1. Time added per intercepted call, and heaptrack's on the host twin.
 variants=(passthrough/0 passthrough/32 caching/0 caching/32 bare host heaptrack heaptrack-raw)
 declare -A samples=()
-unw=() gcc=()
+unw=() gcc=() walked=() remembered=()
 for ((i = 0; i < runs; i++)); do
   for v in "${variants[@]}"; do samples[$v]+="$(run_loop "$v" "$pairs") "; done
-  read -r unw_ns gcc_ns frames < <("$apps/bench_unwind")
-  unw+=("$unw_ns") gcc+=("$gcc_ns")
+  read -r unw_ns gcc_ns frames walked_ns remembered_ns < <("$apps/bench_unwind")
+  unw+=("$unw_ns") gcc+=("$gcc_ns") walked+=("$walked_ns") remembered+=("$remembered_ns")
 done
 med() { printf '%s\n' ${samples[$1]} | median; }
 unw_ns=$(printf '%s\n' "${unw[@]}" | median)
 gcc_ns=$(printf '%s\n' "${gcc[@]}" | median)
+walked_ns=$(printf '%s\n' "${walked[@]}" | median)
+remembered_ns=$(printf '%s\n' "${remembered[@]}" | median)
 # Every call was recorded: our traces and heaptrack's files hold them all.
 for v in passthrough/0 passthrough/32 caching/0 caching/32; do
   trace=$scratch/${v%/*}-${v#*/}.jsonl
@@ -143,9 +145,12 @@ table_row "ours with stacks / heaptrack, added per call: passthrough / caching" 
 IFS=$'\t' read -r result goal < <(ratio_to heaptrack-raw)
 table_row "same against heaptrack --raw" "" "" "$result" "$goal" \
   "from the rows 'passthrough, stacks on', 'caching, stacks on' and 'heaptrack --raw' above"
-table_row "stack capture alone, $frames frames (why the preload uses libunwind)" \
+table_row "stack capture alone, $frames frames: libgcc, libunwind" \
   "_Unwind_Backtrace $(printf '%.0f' "$gcc_ns") ns" "unw_backtrace $(printf '%.0f' "$unw_ns") ns" "" "" \
   "$B/tests/apps/bench_unwind"
+table_row "same, the preload's CFI walker: walking / answered from its memo" \
+  "unw_backtrace $(printf '%.0f' "$unw_ns") ns" \
+  "$(printf '%.0f / %.0f' "$walked_ns" "$remembered_ns") ns" "" "" "$B/tests/apps/bench_unwind"
 
 # 1b. Stack capture in a big process: pairs made 61 frames deep through
 # distinct functions, with deep_cold KiB written between pairs (untimed), as a

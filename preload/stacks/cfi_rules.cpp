@@ -365,22 +365,6 @@ FindObject find_object() {
 
 }  // namespace
 
-std::uint64_t FrameRule::pack() const {
-  return std::uint64_t{static_cast<std::uint8_t>(kind)} | std::uint64_t{cfa_from_rbp} << 2 |
-         std::uint64_t{rbp_saved} << 3 | std::uint64_t{static_cast<std::uint16_t>(rbp_offset)} << 16 |
-         std::uint64_t{static_cast<std::uint32_t>(cfa_offset)} << 32;
-}
-
-FrameRule FrameRule::unpack(std::uint64_t word) {
-  FrameRule rule;
-  rule.kind = static_cast<RuleKind>(word & 3);
-  rule.cfa_from_rbp = (word >> 2) & 1;
-  rule.rbp_saved = (word >> 3) & 1;
-  rule.rbp_offset = static_cast<std::int16_t>(static_cast<std::uint16_t>(word >> 16));
-  rule.cfa_offset = static_cast<std::int32_t>(static_cast<std::uint32_t>(word >> 32));
-  return rule;
-}
-
 FrameRule rule_from_eh_frame_hdr(const std::uint8_t* hdr, std::uintptr_t address) {
   const std::uint8_t* fde_at = hdr ? find_fde(hdr, address) : nullptr;
   Reader fde{nullptr, nullptr};

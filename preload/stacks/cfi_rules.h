@@ -31,9 +31,21 @@ struct FrameRule {
   std::int32_t cfa_offset = 0;
 
   // One word, so a cache slot can be published with a single atomic store;
-  // never 0 for a computed rule.
-  std::uint64_t pack() const;
-  static FrameRule unpack(std::uint64_t word);
+  // never 0 for a computed rule. Inline: unpacked at every frame walked.
+  std::uint64_t pack() const {
+    return std::uint64_t{static_cast<std::uint8_t>(kind)} | std::uint64_t{cfa_from_rbp} << 2 |
+           std::uint64_t{rbp_saved} << 3 | std::uint64_t{static_cast<std::uint16_t>(rbp_offset)} << 16 |
+           std::uint64_t{static_cast<std::uint32_t>(cfa_offset)} << 32;
+  }
+  static FrameRule unpack(std::uint64_t word) {
+    FrameRule rule;
+    rule.kind = static_cast<RuleKind>(word & 3);
+    rule.cfa_from_rbp = (word >> 2) & 1;
+    rule.rbp_saved = (word >> 3) & 1;
+    rule.rbp_offset = static_cast<std::int16_t>(static_cast<std::uint16_t>(word >> 16));
+    rule.cfa_offset = static_cast<std::int32_t>(static_cast<std::uint32_t>(word >> 32));
+    return rule;
+  }
 
   static FrameRule unsupported_rule() { return FrameRule{.kind = RuleKind::unsupported}; }
 };

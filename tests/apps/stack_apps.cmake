@@ -5,9 +5,9 @@ cumemtrace_add_cuda_app(stack_perf_map stack_perf_map.cpp)
 # its injection library with dlopen.
 cumemtrace_add_cuda_app(markers_app markers_app.cpp)
 target_link_libraries(markers_app PRIVATE cumemtrace_headers ${CMAKE_DL_LIBS})
-# Stack capture alone, libunwind against libgcc (scripts/bench.sh).
+# Stack capture alone: libunwind, libgcc and the preload's CFI walker (scripts/bench.sh).
 add_executable(bench_unwind bench_unwind.cpp)
-target_link_libraries(bench_unwind PRIVATE cumemtrace_warnings ${CMAKE_DL_LIBS})
+target_link_libraries(bench_unwind PRIVATE cumemtrace_core cumemtrace_warnings ${CMAKE_DL_LIBS})
 target_compile_definitions(bench_unwind PRIVATE
   CUMEMTRACE_LIBUNWIND_SONAME="${CUMEMTRACE_LIBUNWIND_SONAME}")
 set_target_properties(bench_unwind PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/tests/apps)
