@@ -36,7 +36,9 @@ void set_fallback(Backtrace fallback);
 
 // unw_backtrace's contract: up to `max` return addresses of the calling
 // thread, innermost first, the first being the one into this function's
-// caller; returns the count.
+// caller; returns the count. A thread's first capture allocates its memo
+// and asks glibc for its stack's bounds (not async-signal-safe, as
+// libunwind's first capture on a thread is not); later ones allocate nothing.
 int backtrace(void** out, int max);
 
 // backtrace(), plus a word kept with each remembered stack for the caller

@@ -41,15 +41,31 @@ struct Both {
   Frames libunwinds;
 };
 
-// Both walkers from one frame. Their first entries are two different call
-// sites in this function; everything above must be the same.
-__attribute__((noinline)) Both walk_both(int max) {
-  void* a[128];
-  void* b[128];
-  const int n = walker::backtrace(a, max);
-  const int m = libunwind_backtrace()(b, max);
+// Both walkers from one frame, into plain arrays (a signal handler may
+// take them: nothing is allocated). Their first entries are two different
+// call sites in this function; everything above must be the same.
+struct RawBoth {
+  void* ours[128];
+  int ours_count;
+  void* libunwinds[128];
+  int libunwinds_count;
+
+  Both frames() const {
+    return {Frames(ours, ours + std::max(ours_count, 0)),
+            Frames(libunwinds, libunwinds + std::max(libunwinds_count, 0))};
+  }
+};
+
+__attribute__((noinline)) void walk_both_into(RawBoth& raw, int max) {
+  raw.ours_count = walker::backtrace(raw.ours, max);
+  raw.libunwinds_count = libunwind_backtrace()(raw.libunwinds, max);
   asm volatile("" ::: "memory");
-  return {Frames(a, a + std::max(n, 0)), Frames(b, b + std::max(m, 0))};
+}
+
+__attribute__((noinline)) Both walk_both(int max) {
+  RawBoth raw;
+  walk_both_into(raw, max);
+  return raw.frames();
 }
 
 // `handed_on`: the walker gave the stack to libunwind, which then also
@@ -127,20 +143,33 @@ TEST_F(FrameWalker, WalksOtherThreadsToTheirStart) {
   EXPECT_EQ(counters.walked, 1u);
 }
 
-Both g_in_handler;
+RawBoth g_in_handler;
 
-void handler(int) { g_in_handler = recurse(2, 128); }
+__attribute__((noinline)) void recurse_into(RawBoth& raw, int depth) {
+  if (depth == 0) {
+    walk_both_into(raw, 128);
+    return;
+  }
+  recurse_into(raw, depth - 1);
+  asm volatile("" ::: "memory");
+}
+
+void handler(int) { recurse_into(g_in_handler, 2); }
 
 // A signal frame (__restore_rt's CFI is an expression) is not walked by the
 // rules: the whole stack goes to the fallback, and is still right.
 TEST_F(FrameWalker, HandsSignalFramesToTheFallback) {
+  // The thread's first capture sets it up (its memo, its stack's bounds),
+  // which is not async-signal-safe; the capture in the handler is not the
+  // first, as in a program whose hooks ran before any signal came.
+  expect_same_callers(recurse(1, 128));
   struct sigaction action {}, old{};
   action.sa_handler = &handler;
   ASSERT_EQ(::sigaction(SIGUSR1, &action, &old), 0);
   const walker::Counters before = walker::thread_counters();
   ::raise(SIGUSR1);
   ::sigaction(SIGUSR1, &old, nullptr);
-  expect_same_callers(g_in_handler, /*handed_on=*/true);
+  expect_same_callers(g_in_handler.frames(), /*handed_on=*/true);
   EXPECT_EQ(walker::thread_counters().fell_back, before.fell_back + 1);
 }
 
