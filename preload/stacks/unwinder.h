@@ -1,5 +1,7 @@
 // Native call-stack capture for libcumemtrace.so.
 //
+// By default our CFI walker (frame_walker.h) walks, and hands what it cannot
+// walk to libunwind; CUMEMTRACE_UNWINDER=libunwind uses libunwind alone.
 // libunwind's unw_backtrace walks a stack in a few hundred nanoseconds (it
 // caches each frame's unwind rule), against several microseconds for libgcc's
 // _Unwind_Backtrace, which looks up and interprets DWARF for every frame.
