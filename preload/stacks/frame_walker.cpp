@@ -102,13 +102,14 @@ struct Check {
   std::uintptr_t value;
 };
 
-// One remembered walk, keyed by where it started (sp, and rbp when the walk
-// used it as it was). checks[0, count) are the return addresses it read, in
+// One remembered walk, keyed by where it started (pc, sp, and rbp when the
+// walk used it as it was). checks[0, count) are the return addresses it read, in
 // order (their values are the frames); after them come the saved rbp values
 // a frame address was computed from, and the 0 that ended the walk, if one
 // did. One flat list: re-reading them is one tight loop.
 struct MemoEntry {
   std::uintptr_t sp = 0;  // 0: empty
+  std::uintptr_t pc = 0;  // backtrace() and capture() start at different ones
   std::uintptr_t entry_rbp = 0;
   std::int32_t max = 0;
   std::int32_t count = 0;
@@ -229,8 +230,8 @@ __attribute__((no_sanitize("address", "thread"))) WalkEnd walk(std::uintptr_t pc
   return WalkEnd::complete;
 }
 
-std::uint64_t* remember(ThreadMemo& memo, std::uintptr_t sp, std::uintptr_t rbp, int max, void* const* out,
-                        int count, const WalkTrace& trace) {
+std::uint64_t* remember(ThreadMemo& memo, std::uintptr_t pc, std::uintptr_t sp, std::uintptr_t rbp, int max,
+                        void* const* out, int count, const WalkTrace& trace) {
   int rbp_words = 0;
   for (int i = 0; i < trace.rbp_loads; ++i) rbp_words += trace.rbp_needed[i] ? 1 : 0;
   if (rbp_words > kMemoRbpWords) return nullptr;
@@ -248,6 +249,7 @@ std::uint64_t* remember(ThreadMemo& memo, std::uintptr_t sp, std::uintptr_t rbp,
   entry.entry_rbp = rbp;
   entry.max = max;
   entry.count = count;
+  entry.pc = pc;
   entry.sp = sp;
   entry.note = 0;
   return &entry.note;
@@ -307,7 +309,9 @@ Capture capture_from(const Registers& start, void** out, int max, std::uint32_t 
     const unsigned set = memo_set(start.sp, max);
     for (unsigned way = 0; way < kMemoWays; ++way) {
       MemoEntry& entry = memo->entries[set * kMemoWays + way];
-      if (entry.sp != start.sp || entry.max != max || !still_holds(entry, start.rbp)) continue;
+      if (entry.sp != start.sp || entry.pc != start.pc || entry.max != max || !still_holds(entry, start.rbp)) {
+        continue;
+      }
       ++memo->counters.remembered;
       if (owner != 0 && (entry.note >> 32) == owner) return {kNoted, &entry.note};
       for (int i = 0; i < entry.count; ++i) out[i] = reinterpret_cast<void*>(entry.check[i].value);
@@ -320,7 +324,7 @@ Capture capture_from(const Registers& start, void** out, int max, std::uint32_t 
     return {fall_back(out, max, memo)};
   }
   if (memo != nullptr) ++memo->counters.walked;
-  std::uint64_t* note = rememberable ? remember(*memo, start.sp, start.rbp, max, out, count, trace) : nullptr;
+  std::uint64_t* note = rememberable ? remember(*memo, start.pc, start.sp, start.rbp, max, out, count, trace) : nullptr;
   return {count, note};
 }
 
