@@ -17,9 +17,10 @@ namespace cumemtrace::preload::flush {
 // `lines` × (LineHeader, ev bytes, body bytes), then padding to 8 bytes.
 struct RecordHeader {
   std::uint64_t seq;   // the order in which emit() calls took their place in the trace
-  std::uint64_t t;     // the producer's TickClock::ticks(); the writer makes them ns
+  std::uint64_t t;     // CLOCK_MONOTONIC ns, or TickClock::ticks() when `ticks` is set
   std::uint32_t size;  // bytes of the whole record, this header included; a multiple of 8
-  std::uint32_t lines;
+  std::uint16_t lines;
+  std::uint16_t ticks;  // 1: `t` is ticks, made ns by the writer (tick_clock.h)
 };
 
 struct LineHeader {

@@ -64,13 +64,10 @@ void TickClock::calibrate() {
 }
 
 std::uint64_t TickClock::since_start_ns(std::uint64_t ticks) const {
-  std::uint64_t ns = ticks;
-  if (use_tsc_) {
-    const double delta = static_cast<double>(static_cast<std::int64_t>(ticks - current_.tsc)) * ns_per_tick_;
-    const double at = static_cast<double>(current_.ns) + delta;
-    ns = at <= 0 ? 0 : static_cast<std::uint64_t>(at);
-  }
-  return ns > start_ns_ ? ns - start_ns_ : 0;
+  if (!use_tsc_) return ns_since_start(ticks);
+  const double delta = static_cast<double>(static_cast<std::int64_t>(ticks - current_.tsc)) * ns_per_tick_;
+  const double at = static_cast<double>(current_.ns) + delta;
+  return ns_since_start(at <= 0 ? 0 : static_cast<std::uint64_t>(at));
 }
 
 }  // namespace cumemtrace::preload

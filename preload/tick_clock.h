@@ -15,6 +15,9 @@
 // timestamps are off by the clocks' own read jitter (tens of ns) plus the
 // rate's error over that short span, and the writer keeps `t` from ever
 // decreasing. Elsewhere the recording thread reads CLOCK_MONOTONIC, as before.
+// Only alloc and free lines (TraceWriter::emit_compact) are stamped this
+// way; the rarer lines keep CLOCK_MONOTONIC itself, which what the library
+// times by that clock relies on (the pool's sample interval).
 //
 // ticks() is called on every recorded event; calibrate() and
 // since_start_ns() only by whoever formats lines, under the writer's output
@@ -51,6 +54,10 @@ class TickClock {
 
   // Nanoseconds since the start for a ticks() value (0 for one before it).
   std::uint64_t since_start_ns(std::uint64_t ticks) const;
+  // The same for a monotonic_ns() value.
+  std::uint64_t ns_since_start(std::uint64_t monotonic) const {
+    return monotonic > start_ns_ ? monotonic - start_ns_ : 0;
+  }
 
   static std::uint64_t monotonic_ns();
 

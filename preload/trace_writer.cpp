@@ -224,7 +224,8 @@ char* TraceWriter::reserve(ThreadLog& log, std::uint32_t size) {
   return fresh->bytes();
 }
 
-TraceWriter::OpenRecord TraceWriter::open_record(std::size_t entries, std::size_t line_bytes, std::size_t lines) {
+TraceWriter::OpenRecord TraceWriter::open_record(std::size_t entries, std::size_t line_bytes, std::size_t lines,
+                                                 bool exact_time) {
   if (state_.load(std::memory_order_acquire) != State::open) [[unlikely]] {
     count_dropped(lines);
     return {};
@@ -236,12 +237,13 @@ TraceWriter::OpenRecord TraceWriter::open_record(std::size_t entries, std::size_
     count_dropped(lines);
     return {};
   }
-  const std::uint64_t ticks = clock_.ticks();  // made nanoseconds by format_record
+  const bool ticks = !exact_time && clock_.counts_tsc();
+  const std::uint64_t t = ticks ? clock_.ticks() : monotonic_now_ns();  // made ns since the start by format_record
   // Taken after the clock and, for a free, before the real free runs: the
   // alloc that reuses the address takes a later seq (one modification order
   // on one atomic, consistent with happens-before). Relaxed is enough.
   const std::uint64_t seq = next_seq_.fetch_add(1, std::memory_order_relaxed);
-  const flush::RecordHeader header{seq, ticks, size, static_cast<std::uint32_t>(entries)};
+  const flush::RecordHeader header{seq, t, size, static_cast<std::uint16_t>(entries), ticks};
   std::memcpy(out, &header, sizeof header);
   return {log, out + sizeof header, size};
 }
@@ -255,7 +257,7 @@ void TraceWriter::commit_record(const OpenRecord& record) {
 void TraceWriter::emit(std::initializer_list<Line> lines) {
   std::size_t bytes = 0;
   for (const Line& line : lines) bytes += sizeof(flush::LineHeader) + line.ev.size() + line.body.view().size();
-  const OpenRecord record = open_record(lines.size(), bytes, lines.size());
+  const OpenRecord record = open_record(lines.size(), bytes, lines.size(), /*exact_time=*/true);
   if (record.lines == nullptr) return;
   char* p = record.lines;
   for (const Line& line : lines) {
@@ -280,7 +282,8 @@ void TraceWriter::emit_compact(std::initializer_list<CompactEvent> events) {
     output_lines += (event.optional & CompactEvent::kWithSegmentTwin) != 0 ? 2 : 1;
   }
   const OpenRecord record =
-      open_record(events.size(), events.size() * (sizeof kHeader + sizeof(CompactEvent)), output_lines);
+      open_record(events.size(), events.size() * (sizeof kHeader + sizeof(CompactEvent)), output_lines,
+                  /*exact_time=*/false);
   if (record.lines == nullptr) return;
   char* p = record.lines;
   for (const CompactEvent& event : events) {

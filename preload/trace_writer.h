@@ -65,12 +65,15 @@ class TraceWriter {
     const LineBuffer& body;
   };
 
-  // Records the lines, in order, with one timestamp (tick_clock.h; `t`
-  // never decreases in the file).
+  // Records the lines, in order, with one timestamp: CLOCK_MONOTONIC itself,
+  // so what the library times by that clock (the pool's samples, "at most
+  // every CUMEMTRACE_POOL_SAMPLE_MS") holds in `t` exactly. `t` never
+  // decreases in the file.
   void emit(std::initializer_list<Line> lines);
   void emit(std::string_view ev, const LineBuffer& body) { emit({Line{ev, body}}); }
   // The same for alloc and free lines kept as their facts: the background
-  // thread formats them (compact_event.h), not the recording thread.
+  // thread formats them (compact_event.h), not the recording thread, and
+  // their `t` is the cheaper TSC read where there is one (tick_clock.h).
   void emit_compact(std::initializer_list<CompactEvent> events);
 
   // Everything emitted before the call reaches the kernel before it returns.
@@ -127,8 +130,9 @@ class TraceWriter {
   };
   // `entries` line entries of `line_bytes` in all, which make `lines` lines
   // of the trace (a compact event with its segment twin makes two): what is
-  // counted as dropped if the record cannot be made.
-  OpenRecord open_record(std::size_t entries, std::size_t line_bytes, std::size_t lines);
+  // counted as dropped if the record cannot be made. `exact_time`: `t` is
+  // read from CLOCK_MONOTONIC itself, not through the TSC (tick_clock.h).
+  OpenRecord open_record(std::size_t entries, std::size_t line_bytes, std::size_t lines, bool exact_time);
   void commit_record(const OpenRecord& record);
 
   enum class State : int { closed_before_open, open, finished };
