@@ -3,10 +3,8 @@
 // only ever answered when the words its walk read still hold the same
 // values. The call-frame interpreter (stacks/cfi_rules.h) is checked on a
 // hand-assembled .eh_frame_hdr whose rows are known.
-#define UNW_LOCAL_ONLY
 #include <dlfcn.h>
 #include <gtest/gtest.h>
-#include <libunwind.h>
 #include <pthread.h>
 #include <signal.h>
 
@@ -22,14 +20,11 @@ namespace walker = cumemtrace::preload::frame_walker;
 
 namespace {
 
-#define SYMBOL_NAME_(x) #x
-#define SYMBOL_NAME(x) SYMBOL_NAME_(x)
-
 // libunwind, opened as the preload opens it (RTLD_LOCAL), as the reference.
 walker::Backtrace libunwind_backtrace() {
   static const walker::Backtrace fn = [] {
     void* handle = ::dlopen(CUMEMTRACE_LIBUNWIND_SONAME, RTLD_LAZY | RTLD_LOCAL);
-    return handle ? reinterpret_cast<walker::Backtrace>(::dlsym(handle, SYMBOL_NAME(unw_backtrace))) : nullptr;
+    return handle ? reinterpret_cast<walker::Backtrace>(::dlsym(handle, "unw_backtrace")) : nullptr;
   }();
   return fn;
 }

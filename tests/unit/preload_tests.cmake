@@ -22,7 +22,6 @@ target_link_libraries(preload_unit_tests PRIVATE cumemtrace_core cumemtrace_warn
   nlohmann_json::nlohmann_json GTest::gtest_main)
 # The frame walker's tests compare it with libunwind, opened as the preload
 # opens it.
-target_include_directories(preload_unit_tests PRIVATE ${LIBUNWIND_INCLUDE_DIRS})
 target_compile_definitions(preload_unit_tests PRIVATE
   CUMEMTRACE_LIBUNWIND_SONAME="${CUMEMTRACE_LIBUNWIND_SONAME}")
 target_link_libraries(preload_unit_tests PRIVATE ${CMAKE_DL_LIBS})
