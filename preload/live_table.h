@@ -25,7 +25,7 @@
 #include <vector>
 
 #include "cumemtrace/trace_format.h"
-#include "pointer_map.h"
+#include "cumemtrace/address_map.h"
 #include "pool/futex_lock.h"
 
 namespace cumemtrace::preload {
@@ -78,17 +78,14 @@ class LiveTable {
   void insert(std::uintptr_t ptr, const LiveAllocation& a) {
     Shard& s = shard(ptr);
     std::scoped_lock lock(s.mutex);
-    auto [entry, inserted] = s.map.try_emplace(ptr, Entry{a, 0, true});
-    if (!inserted) {
-      if (entry->live) {
-        s.add_bytes(0 - entry->allocation.size);
-      } else {
-        s.add_count(1);
-      }
-      *entry = Entry{a, 0, true};
-    } else {
+    bool inserted = false;
+    Entry& entry = s.map.find_or_claim(ptr, inserted);
+    if (inserted || !entry.live) {
       s.add_count(1);
+    } else {
+      s.add_bytes(0 - entry.allocation.size);
     }
+    entry = Entry{a, 0, true};
     s.add_bytes(a.size);
   }
 
@@ -121,15 +118,17 @@ class LiveTable {
     std::vector<std::pair<std::uintptr_t, LiveAllocation>> dropped;
     for (Shard& s : shards_) {
       std::scoped_lock lock(s.mutex);
-      s.map.erase_if([&](std::uintptr_t ptr, const Entry& e) {
-        if (!e.live || e.allocation.dev != dev || !e.allocation.context_bound) return false;
-        dropped.emplace_back(ptr, e.allocation);
-        s.add_count(std::uint64_t{0} - 1);
-        s.add_bytes(0 - e.allocation.size);
-        // Erased, not remembered: freeing it later is a use after reset,
-        // reported as an unknown pointer.
-        return true;
+      const std::size_t first = dropped.size();
+      s.map.for_each([&](std::uint64_t ptr, const Entry& e) {
+        if (e.live && e.allocation.dev == dev && e.allocation.context_bound) dropped.emplace_back(ptr, e.allocation);
       });
+      // Erased, not remembered: freeing them later is a use after reset,
+      // reported as an unknown pointer.
+      for (std::size_t i = first; i < dropped.size(); ++i) {
+        s.map.erase(dropped[i].first);
+        s.add_count(std::uint64_t{0} - 1);
+        s.add_bytes(0 - dropped[i].second.size);
+      }
     }
     std::sort(dropped.begin(), dropped.end(),
               [](const auto& a, const auto& b) { return a.first < b.first; });
@@ -164,7 +163,7 @@ class LiveTable {
 
   struct alignas(64) Shard {
     pool::FutexLock mutex;
-    PointerMap<Entry> map;
+    AddressMap<Entry> map;  // no node allocated per allocation, unlike std::unordered_map
     // Written only under `mutex`, so a load and a store, not a locked
     // read-modify-write (two of those per call were ~40 cycles); read
     // without it, summed over the shards, for the `end` line. Unsigned:

@@ -183,7 +183,7 @@ GrowthTracker::Period GrowthTracker::detect_period() const {
     // same symbol; the loop's length is one of them when some symbol occurs
     // once per iteration (the delimiter needs such a symbol anyway).
     std::vector<std::uint32_t> distance_count(max_period + 1, 0);
-    detail::AddressMap<std::size_t> last_seen;
+    AddressMap<std::size_t> last_seen;
     for (std::size_t i = 0; i < n; ++i) {
       if (std::size_t* last = last_seen.find(syms[i])) {
         const std::size_t d = i - *last;
@@ -228,8 +228,8 @@ GrowthTracker::Period GrowthTracker::detect_period() const {
       period.by_stack_only = by_stack_only;
       // The delimiter: a symbol seen once in the last period and no more
       // often than once per period over the whole periodic stretch.
-      detail::AddressMap<std::uint64_t> in_last, in_stretch;
-      auto count = [](detail::AddressMap<std::uint64_t>& m, std::uint64_t key) {
+      AddressMap<std::uint64_t> in_last, in_stretch;
+      auto count = [](AddressMap<std::uint64_t>& m, std::uint64_t key) {
         if (std::uint64_t* c = m.find(key)) ++*c;
         else m.insert(key, 1);
       };

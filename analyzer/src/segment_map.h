@@ -18,7 +18,7 @@
 #include <string>
 #include <vector>
 
-#include "cumemtrace/analyzer/address_map.h"
+#include "cumemtrace/address_map.h"
 #include "cumemtrace/analyzer/analysis.h"
 #include "cumemtrace/analyzer/trace_event.h"
 
@@ -100,7 +100,7 @@ class SegmentMapCollector {
   void take(SegmentSnapshot::Moment moment, std::uint64_t t, std::optional<int> dev, const Analysis& analysis);
 
   SegmentMapOptions options_;
-  detail::AddressMap<Segment> segments_;
+  AddressMap<Segment> segments_;
   std::vector<SegmentSnapshot> snapshots_;
   bool peak_taken_ = false;
   std::size_t ooms_seen_ = 0;

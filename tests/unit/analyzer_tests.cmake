@@ -12,7 +12,7 @@ foreach(n 1 2)
 endforeach()
 
 add_executable(analyzer_unit_tests
-  analyzer_address_map_test.cpp
+  address_map_test.cpp
   analyzer_analysis_test.cpp
   analyzer_bad_input_test.cpp
   analyzer_call_sites_test.cpp

@@ -14,7 +14,6 @@ add_executable(preload_unit_tests
   preload_stack_recorder_test.cpp
   preload_stack_raw_backtrace_test.cpp
   preload_frame_walker_test.cpp
-  preload_pointer_map_test.cpp
   preload_tick_clock_test.cpp
   preload_stack_table_test.cpp)
 target_link_libraries(preload_unit_tests PRIVATE cumemtrace_core cumemtrace_warnings

@@ -23,7 +23,7 @@
 #include <utility>
 #include <vector>
 
-#include "cumemtrace/analyzer/address_map.h"
+#include "cumemtrace/address_map.h"
 #include "cumemtrace/analyzer/call_sites.h"
 #include "cumemtrace/analyzer/fragmentation.h"
 #include "cumemtrace/analyzer/growth.h"
@@ -167,7 +167,7 @@ class Analysis {
   const std::map<int, DeviceInfo>& devices() const { return devices_; }
   const StackTable& stacks() const { return stacks_; }
   // ptr -> allocation, for everything live now.
-  const detail::AddressMap<LiveAllocation>& live() const { return live_; }
+  const AddressMap<LiveAllocation>& live() const { return live_; }
   std::string_view api_name(std::uint16_t id) const { return api_names_[id]; }
   std::uint64_t last_t() const { return last_t_; }
   std::uint64_t errors() const { return errors_; }
@@ -229,8 +229,8 @@ class Analysis {
   MemoryTotals total_;
   std::map<int, DeviceInfo> devices_;
   DeviceInfo* last_device_ = nullptr;  // most events are for the same device
-  detail::AddressMap<LiveAllocation> live_;
-  detail::AddressMap<Segment> segments_;
+  AddressMap<LiveAllocation> live_;
+  AddressMap<Segment> segments_;
   StackTable stacks_;
   std::vector<std::string> api_names_;
   std::uint16_t last_api_ = 0;

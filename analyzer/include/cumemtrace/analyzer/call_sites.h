@@ -17,7 +17,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "cumemtrace/analyzer/address_map.h"
+#include "cumemtrace/address_map.h"
 
 namespace cumemtrace::analyzer {
 
@@ -100,7 +100,7 @@ class SiteTable {
 
   std::vector<CallSite> sites_;
   std::vector<std::uint32_t> by_small_id_;  // stack id -> site; kNoSite: none yet
-  detail::AddressMap<std::uint32_t> by_large_id_;
+  AddressMap<std::uint32_t> by_large_id_;
   std::vector<std::uint32_t> dirty_;
 };
 

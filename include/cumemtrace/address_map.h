@@ -1,5 +1,5 @@
 // An open-addressing hash map from a device address to a small value, for the
-// live set: flat arrays, no allocation per insert, linear probing with
+// live sets of the analyzer and of the preload's live table: flat arrays, no allocation per insert, linear probing with
 // backward-shift deletion (no tombstones, so lookups stay short however many
 // allocations come and go). Keys and their used flags lie apart from the
 // values: a probe walks 9 bytes a slot, which stay in the L1 cache for a live
@@ -15,7 +15,7 @@
 #include <utility>
 #include <vector>
 
-namespace cumemtrace::analyzer::detail {
+namespace cumemtrace {
 
 template <typename Value>
 class AddressMap {
@@ -138,4 +138,4 @@ class AddressMap {
   unsigned shift_ = 64;
 };
 
-}  // namespace cumemtrace::analyzer::detail
+}  // namespace cumemtrace

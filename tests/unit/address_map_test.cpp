@@ -6,9 +6,9 @@
 #include <random>
 #include <unordered_map>
 
-#include "cumemtrace/analyzer/address_map.h"
+#include "cumemtrace/address_map.h"
 
-namespace cumemtrace::analyzer::detail {
+namespace cumemtrace {
 namespace {
 
 TEST(AddressMap, BehavesLikeAnUnorderedMapUnderRandomOperations) {
@@ -67,4 +67,4 @@ TEST(AddressMap, BehavesLikeAnUnorderedMapUnderRandomOperations) {
 }
 
 }  // namespace
-}  // namespace cumemtrace::analyzer::detail
+}  // namespace cumemtrace
