@@ -42,6 +42,9 @@ struct LiveAllocation {
   // Served by our caching pool: its memory is a block of a pool segment, so
   // its free has no segment twin (the pool reports segments itself).
   bool pooled = false;
+  // False when its alloc line was dropped (the writer's back-pressure): its
+  // free is dropped too, so the trace never holds half of a pair.
+  bool recorded = true;
 };
 
 // Which kinds of memory a free function gives back.
@@ -110,6 +113,14 @@ class LiveTable {
     s.add_count(std::uint64_t{0} - 1);
     s.add_bytes(0 - allocation.size);
     return {TakeResult::taken, allocation};
+  }
+
+  // The live allocation at `ptr` had its alloc line dropped (see
+  // LiveAllocation::recorded).
+  void mark_unrecorded(std::uintptr_t ptr) {
+    Shard& s = shard(ptr);
+    std::scoped_lock lock(s.mutex);
+    if (Entry* e = s.map.find(ptr); e != nullptr && e->live) e->allocation.recorded = false;
   }
 
   // Removes every context-bound allocation on `dev` (a device reset freed

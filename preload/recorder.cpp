@@ -159,30 +159,28 @@ void Recorder::on_alloc(const AllocationFacts& f) {
     event.block = f.block;
     event.optional |= CompactEvent::kHasBlock;
   }
-  if (vmm || f.block != 0) {
-    // vmm: physical memory only, a segment when it is mapped. Pooled: the
-    // pool wrote its segment_alloc when it grew (on_segment_alloc).
-    writer_.emit_compact({event});
-    return;
-  }
-  // Passthrough: the driver's memory is the application's block, so reserved
-  // memory changed too, just before the application received it (the
-  // writer adds that segment_alloc line).
-  event.optional |= CompactEvent::kWithSegmentTwin;
-  writer_.emit_compact({event});
+  // vmm: physical memory only, a segment when it is mapped. Pooled: the pool
+  // wrote its segment_alloc when it grew (on_segment_alloc). Passthrough: the
+  // driver's memory is the application's block, so reserved memory changed
+  // too, just before the application received it (the writer adds that
+  // segment_alloc line).
+  if (!vmm && f.block == 0) event.optional |= CompactEvent::kWithSegmentTwin;
+  if (!writer_.emit_compact({event}) && !vmm) live_.mark_unrecorded(f.ptr);
 }
 
 void Recorder::emit_free(const char* api, std::uintptr_t ptr, const LiveAllocation& a,
                          std::optional<std::uintptr_t> stream) {
   if (!ensure_trace_open()) return;
-  CompactEvent event = compact_event(format::Event::free, api, a.kind, a.dev, ptr, a.size, stream);
-  event.stack = stacks_.current_stack_id();
-  if (a.pooled) {
-    // The block goes back to the pool; its segment stays reserved.
-    writer_.emit_compact({event});
+  // A pooled block goes back to the pool, its segment staying reserved; a
+  // passthrough free has its segment_free line after it.
+  const std::uint64_t lines = a.pooled ? 1 : 2;
+  if (!a.recorded) {
+    writer_.leave_out(lines);  // its alloc line was dropped: no half pair
     return;
   }
-  event.optional |= CompactEvent::kWithSegmentTwin;  // and its segment_free line after it
+  CompactEvent event = compact_event(format::Event::free, api, a.kind, a.dev, ptr, a.size, stream);
+  event.stack = stacks_.current_stack_id();
+  if (!a.pooled) event.optional |= CompactEvent::kWithSegmentTwin;
   writer_.emit_compact({event});
 }
 

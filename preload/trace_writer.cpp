@@ -274,7 +274,7 @@ void TraceWriter::emit(std::initializer_list<Line> lines) {
   commit_record(record);
 }
 
-void TraceWriter::emit_compact(std::initializer_list<CompactEvent> events) {
+bool TraceWriter::emit_compact(std::initializer_list<CompactEvent> events) {
   static_assert(std::is_trivially_copyable_v<CompactEvent>);
   constexpr flush::LineHeader kHeader{flush::kCompactLine, sizeof(CompactEvent)};
   std::size_t output_lines = 0;
@@ -284,7 +284,7 @@ void TraceWriter::emit_compact(std::initializer_list<CompactEvent> events) {
   const OpenRecord record =
       open_record(events.size(), events.size() * (sizeof kHeader + sizeof(CompactEvent)), output_lines,
                   /*exact_time=*/false);
-  if (record.lines == nullptr) return;
+  if (record.lines == nullptr) return false;
   char* p = record.lines;
   for (const CompactEvent& event : events) {
     std::memcpy(p, &kHeader, sizeof kHeader);
@@ -292,6 +292,7 @@ void TraceWriter::emit_compact(std::initializer_list<CompactEvent> events) {
     p += sizeof kHeader + sizeof event;
   }
   commit_record(record);
+  return true;
 }
 
 // ---- lifecycle -------------------------------------------------------------

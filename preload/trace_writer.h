@@ -74,7 +74,8 @@ class TraceWriter {
   // The same for alloc and free lines kept as their facts: the background
   // thread formats them (compact_event.h), not the recording thread, and
   // their `t` is the cheaper TSC read where there is one (tick_clock.h).
-  void emit_compact(std::initializer_list<CompactEvent> events);
+  // False when they were dropped (counted in `end`), not recorded.
+  bool emit_compact(std::initializer_list<CompactEvent> events);
 
   // Everything emitted before the call reaches the kernel before it returns.
   void flush();
@@ -105,6 +106,9 @@ class TraceWriter {
 
   // Lines that could not be written (write errors, events after the end).
   std::uint64_t dropped() const { return dropped_.load(std::memory_order_relaxed); }
+  // Lines left out on purpose (the free of an allocation whose alloc line
+  // was dropped), counted as dropped.
+  void leave_out(std::uint64_t lines) { count_dropped(lines); }
 
   const std::string& path() const { return sink_.path(); }
 
