@@ -75,14 +75,15 @@ constexpr std::uint64_t kBacklogWaitNs = 100'000'000;
 std::uint64_t TraceWriter::monotonic_now_ns() { return TickClock::monotonic_ns(); }
 
 TraceWriter::TraceWriter(std::uint64_t monotonic_start_ns, std::size_t buffer_bytes,
-                         std::uint32_t flush_interval_ms)
+                         std::uint32_t flush_interval_ms, std::uint64_t memory_cap_bytes)
     : id_(g_next_writer_id.fetch_add(1, std::memory_order_relaxed)),
       start_ns_(monotonic_start_ns),
       clock_(monotonic_start_ns, TickClock::tsc_is_the_system_clock()),
       chunk_bytes_(round_up(std::clamp<std::size_t>(buffer_bytes, 4096, 64 * kMiB))),
       flush_interval_ms_(std::max<std::uint32_t>(flush_interval_ms, 1)),
       // Enough for bursts; beyond it a thread waits for the disk, then drops.
-      memory_cap_(std::max<std::uint64_t>(256 * kMiB, 16ull * chunk_bytes_)),
+      memory_cap_(std::max<std::uint64_t>(memory_cap_bytes != 0 ? memory_cap_bytes : 256 * kMiB,
+                                          16ull * chunk_bytes_)),
       owner_pid_(::getpid()) {}
 
 TraceWriter::~TraceWriter() {
@@ -172,14 +173,19 @@ LogChunk* TraceWriter::new_chunk(std::uint32_t size) {
   const std::uint64_t start = monotonic_now_ns();
   // Back-pressure: the background thread is behind (a slow or stuck disk).
   // Wait a little for it, then drop the event rather than stall the program.
+  // Once a wait has run out, later events are dropped at once until memory
+  // is given back: a stuck disk would otherwise cost every event the whole
+  // wait (100 ms an allocation).
   auto over_cap = [&] {
     return chunk_bytes_outstanding_.load(std::memory_order_relaxed) + capacity > memory_cap_;
   };
   while (over_cap()) {
+    if (backlog_dropping_.load(std::memory_order_relaxed)) return nullptr;
     const std::uint32_t seen = space_word_.load(std::memory_order_acquire);
     wake_flusher();
     if (!over_cap()) break;
     if (monotonic_now_ns() - start > kBacklogWaitNs || !flusher_running_.load(std::memory_order_relaxed)) {
+      backlog_dropping_.store(true, std::memory_order_relaxed);
       if (!warned_backlog_.exchange(true, std::memory_order_relaxed)) {
         warn("events arrive faster than the trace %s can be written; dropping events",
              path().c_str());
@@ -191,6 +197,7 @@ LogChunk* TraceWriter::new_chunk(std::uint32_t size) {
     futex_wait(space_word_, seen, step);
     backlog_waiters_.fetch_sub(1, std::memory_order_acq_rel);
   }
+  if (backlog_dropping_.load(std::memory_order_relaxed)) backlog_dropping_.store(false, std::memory_order_relaxed);
   LogChunk* chunk = LogChunk::create(capacity);
   if (chunk != nullptr) chunk_bytes_outstanding_.fetch_add(capacity, std::memory_order_relaxed);
   return chunk;

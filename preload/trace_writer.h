@@ -42,8 +42,10 @@ class TraceWriter {
 
   // `monotonic_start_ns` is t = 0 of the trace; `buffer_bytes` the size of
   // each thread's buffer chunks (a full chunk wakes the background thread).
+  // `memory_cap_bytes`: how much the logs may hold before events are
+  // dropped (0: 256 MiB; never under 16 chunks).
   TraceWriter(std::uint64_t monotonic_start_ns, std::size_t buffer_bytes,
-              std::uint32_t flush_interval_ms = kDefaultFlushIntervalMs);
+              std::uint32_t flush_interval_ms = kDefaultFlushIntervalMs, std::uint64_t memory_cap_bytes = 0);
   TraceWriter(const TraceWriter&) = delete;
   TraceWriter& operator=(const TraceWriter&) = delete;
   // Stops the background thread and frees the logs; no emit may run. The
@@ -202,6 +204,8 @@ class TraceWriter {
   alignas(64) std::atomic<std::uint64_t> dropped_{0};
   std::atomic<std::uint64_t> chunk_bytes_outstanding_{0};
   std::atomic<bool> warned_backlog_{false};
+  // A wait for memory ran out: drop without waiting until some is given back.
+  std::atomic<bool> backlog_dropping_{false};
 
   alignas(64) std::atomic<std::uint64_t> next_seq_{0};
 

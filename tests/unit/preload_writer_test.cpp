@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -82,6 +83,70 @@ TEST_F(WriterTest, ConcurrentLinesAreCompleteOrderedAndNoneLost) {
     ASSERT_EQ(lines[i]["seq"].get<int>(), next[thread]++) << "per-thread order is kept";
   }
   for (int n : next) EXPECT_EQ(n, kPerThread);
+}
+
+// Back-pressure: an output that does not drain (a pipe nobody reads, as a
+// stuck disk) lets the logs grow to their cap; then events are dropped, not
+// waited on. emit_compact() says which; once the output drains, every event
+// it kept is in the trace, whole and in order, and `end` counts the rest.
+TEST_F(WriterTest, AStuckOutputDropsEventsOnceItsCapIsFullAndKeepsEveryOther) {
+  int fds[2];
+  ASSERT_EQ(::pipe2(fds, O_CLOEXEC), 0);
+  constexpr std::uint64_t kCap = 1u << 20;
+  TraceWriter w(TraceWriter::monotonic_now_ns(), 4096, TraceWriter::kDefaultFlushIntervalMs, kCap);
+  ASSERT_TRUE(w.attach(fds[1], "pipe", header_line()));
+  auto event = [](std::uint64_t k) {
+    CompactEvent e;
+    e.api = "cudaMalloc";
+    e.ptr = 0x7f0000000000 + 512 * k;
+    e.size = k;  // tells the lines apart
+    return e;
+  };
+  std::vector<std::uint64_t> kept;
+  std::uint64_t dropped = 0;
+  std::uint64_t k = 0;
+  // Far more than the cap holds (a record is tens of bytes).
+  for (; dropped == 0 && k < 50 * kCap; ++k) {
+    if (w.emit_compact({event(k)})) kept.push_back(k); else ++dropped;
+  }
+  ASSERT_EQ(dropped, 1u) << "the writer never dropped an event with its output stuck";
+  // Nothing was given back: the rest are dropped too, without a 100 ms wait
+  // each (that wait is for the first: 200 of them would take 20 s).
+  const auto start = std::chrono::steady_clock::now();
+  for (const std::uint64_t last = k + 200; k < last; ++k) {
+    if (w.emit_compact({event(k)})) kept.push_back(k); else ++dropped;
+  }
+  EXPECT_EQ(dropped, 201u);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5));
+
+  // The disk moves again: what was kept is written, and events are kept again.
+  std::string text;
+  std::thread drain([&] {
+    char buffer[1 << 16];
+    for (ssize_t n; (n = ::read(fds[0], buffer, sizeof buffer)) > 0;) text.append(buffer, static_cast<std::size_t>(n));
+  });
+  w.flush();
+  EXPECT_TRUE(w.emit_compact({event(k)}));
+  kept.push_back(k++);
+  w.finish(LineBuffer{});
+  drain.join();
+  ::close(fds[0]);
+
+  std::vector<json> lines;
+  std::size_t from = 0;
+  for (std::size_t end; (end = text.find('\n', from)) != std::string::npos; from = end + 1) {
+    lines.push_back(json::parse(text.substr(from, end - from)));
+  }
+  EXPECT_EQ(from, text.size()) << "the trace ends with a whole line";
+  ASSERT_EQ(lines.size(), 1 + kept.size() + 1);
+  EXPECT_EQ(lines.front()["ev"], "header");
+  for (std::size_t i = 0; i < kept.size(); ++i) {
+    ASSERT_EQ(lines[1 + i]["ev"], "alloc");
+    ASSERT_EQ(lines[1 + i]["size"], kept[i]) << "line " << 2 + i;
+  }
+  EXPECT_EQ(lines.back()["ev"], "end");
+  EXPECT_EQ(lines.back()["dropped"], dropped);
+  EXPECT_EQ(w.dropped(), dropped);
 }
 
 TEST_F(WriterTest, WriteErrorsCountDroppedLinesAndNeverThrow) {
