@@ -20,6 +20,24 @@ std::string demangle(const char* mangled) {
   return out;
 }
 
+namespace {
+
+// Whether the symbol that starts at `symbol_start` spans `address`, where
+// its dynamic symbol table entry gives a size. A symbol outside .dynsym (from
+// .symtab) or of size 0 (assembly without .size) is taken to hold it.
+bool symbol_may_hold(std::uintptr_t symbol_start, std::uintptr_t address) {
+  Dl_info info{};
+  void* entry = nullptr;  // RTLD_DL_SYMENT: a const ElfW(Sym)*
+  if (::dladdr1(reinterpret_cast<void*>(symbol_start), &info, &entry, RTLD_DL_SYMENT) == 0 || entry == nullptr ||
+      reinterpret_cast<std::uintptr_t>(info.dli_saddr) != symbol_start) {
+    return true;
+  }
+  const auto* symbol = static_cast<const ElfW(Sym)*>(entry);
+  return symbol->st_size == 0 || address - symbol_start < symbol->st_size;
+}
+
+}  // namespace
+
 FrameNamer::FrameNamer(SymbolTableLookup symbol_table, std::string perf_map_path)
     : symbol_table_(symbol_table),
       executable_(executable_path()),
@@ -59,10 +77,18 @@ NamedFrame FrameNamer::name_uncached(std::uintptr_t ip, bool& in_object_file) {
     in_object_file = true;
     frame.module = object->l_name && *object->l_name ? std::string(object->l_name) : executable_;
     frame.off = ip - object->l_addr;
+    // glibc's dladdr names only a symbol that spans the address
+    // (DL_ADDR_SYM_MATCH checks st_size). The full symbol-table lookup
+    // (libunwind's unw_get_proc_name, 1.6.2) takes the nearest symbol below
+    // it, however far: in a library whose own functions are not exported and
+    // whose .symtab is stripped (cuBLAS, cuDNN), every internal frame took
+    // the name of an unrelated export. Such a name is dropped; `fn` stays
+    // null and the report shows module+offset, which addr2line can name.
     std::string mangled;
+    std::uintptr_t symbol_start = 0;
     if (info.dli_sname != nullptr) {
       frame.fn = demangle(info.dli_sname);
-    } else if (symbol_table_ && symbol_table_(inside, mangled)) {
+    } else if (symbol_table_ && symbol_table_(inside, mangled, symbol_start) && symbol_may_hold(symbol_start, inside)) {
       frame.fn = demangle(mangled.c_str());
     }
     return frame;

@@ -26,8 +26,9 @@ struct NamedFrame {
 // Looks `address` (inside a function, not a return address) up in the full
 // symbol table of its object file, for functions dladdr cannot see (those
 // not exported: static functions, executables not linked with -rdynamic).
-// Writes the mangled name; false when unknown.
-using SymbolTableLookup = bool (*)(std::uintptr_t address, std::string& mangled);
+// Writes the mangled name of the nearest symbol at or below `address` and
+// that symbol's address; false when unknown.
+using SymbolTableLookup = bool (*)(std::uintptr_t address, std::string& mangled, std::uintptr_t& symbol_start);
 
 class FrameNamer {
  public:

@@ -119,7 +119,7 @@ int gcc_backtrace(void** out, int max) {
   return walk.count;
 }
 
-bool symbol_table_lookup(std::uintptr_t address, std::string& mangled) {
+bool symbol_table_lookup(std::uintptr_t address, std::string& mangled, std::uintptr_t& symbol_start) {
 #if defined(__x86_64__)
   const Libunwind& lib = unwinding().lib;
   if (!lib.getcontext || !lib.init_local2 || !lib.set_reg || !lib.get_proc_name) return false;
@@ -139,10 +139,12 @@ bool symbol_table_lookup(std::uintptr_t address, std::string& mangled) {
   if (rc != 0 && rc != -UNW_ENOMEM) return false;  // ENOMEM: the name was truncated
   name[sizeof name - 1] = '\0';
   mangled = name;
+  symbol_start = address - offset;
   return !mangled.empty();
 #else
   (void)address;
   (void)mangled;
+  (void)symbol_start;
   return false;
 #endif
 }

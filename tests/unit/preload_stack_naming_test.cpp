@@ -1,6 +1,7 @@
 // Naming frames: perf maps written while the program runs (CPython's perf
 // trampolines), object files through dladdr, symbol-table fallback and
 // demangling.
+#include <dlfcn.h>
 #include <gtest/gtest.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -13,6 +14,9 @@
 #include "stacks/frame_namer.h"
 #include "stacks/perf_map.h"
 #include "test_support.h"
+
+extern "C" int naming_fixture_exported(int x);
+extern "C" std::uintptr_t naming_fixture_hidden_address();
 
 using namespace cumemtrace::preload;
 using cumemtrace::testing::TempDir;
@@ -104,8 +108,9 @@ TEST(Demangle, CxxNamesAreDemangledAndCNamesKept) {
   EXPECT_EQ(demangle("_Z"), "_Z");
 }
 
-bool fake_symbol_table(std::uintptr_t, std::string& mangled) {
+bool fake_symbol_table(std::uintptr_t address, std::string& mangled, std::uintptr_t& symbol_start) {
   mangled = "_ZN5model7forwardEv";
+  symbol_start = address - 1;
   return true;
 }
 
@@ -132,6 +137,41 @@ TEST(FrameNamer, FramesInObjectFilesGetModuleOffsetAndName) {
   ASSERT_GT(::readlink("/proc/self/exe", exe, sizeof exe - 1), 0);
   EXPECT_EQ(*test_frame.module, exe);
   EXPECT_EQ(test_frame.fn, "model::forward()");
+}
+
+// What libunwind's unw_get_proc_name (1.6.2) answers inside the fixture's
+// hidden function: the export below it, at its distance from that export's
+// start (checked with a program calling it on the fixture).
+bool nearest_export_symbol_table(std::uintptr_t, std::string& mangled, std::uintptr_t& symbol_start) {
+  mangled = "naming_fixture_exported";
+  symbol_start = reinterpret_cast<std::uintptr_t>(&naming_fixture_exported);
+  return true;
+}
+
+// cuBLAS's internal frames were named after whatever export lay below them,
+// however far (the symbol-table lookup's nearest symbol): a frame that no
+// symbol it can see spans has module and offset only.
+TEST(FrameNamer, AFrameNoSymbolSpansIsLeftUnnamedNotGivenTheNearestExport) {
+  const auto exported = reinterpret_cast<std::uintptr_t>(&naming_fixture_exported);
+  const std::uintptr_t hidden = naming_fixture_hidden_address();
+  ASSERT_GT(hidden, exported) << "the fixture's layout: the hidden function follows the export";
+  Dl_info info{};
+  ASSERT_NE(::dladdr(reinterpret_cast<void*>(hidden + 4), &info), 0);
+  ASSERT_EQ(info.dli_sname, nullptr) << "dladdr names only a symbol that spans the address";
+
+  FrameNamer namer(&nearest_export_symbol_table);
+  const NamedFrame inside_hidden = namer.name(hidden + 5);
+  ASSERT_TRUE(inside_hidden.module);
+  EXPECT_NE(inside_hidden.module->find("libpreload_naming_fixture.so"), std::string::npos) << *inside_hidden.module;
+  ASSERT_TRUE(inside_hidden.off);
+  EXPECT_FALSE(inside_hidden.fn) << "named " << *inside_hidden.fn;
+
+  // The export's own frames keep its name.
+  EXPECT_EQ(namer.name(exported + 2).fn, "naming_fixture_exported");
+
+  // A symbol outside .dynsym (a library with .symtab) is trusted.
+  FrameNamer with_symtab(&fake_symbol_table);
+  EXPECT_EQ(with_symtab.name(hidden + 5).fn, "model::forward()");
 }
 
 TEST(FrameNamer, GeneratedCodeIsNamedFromThePerfMapOnlyWhenListed) {

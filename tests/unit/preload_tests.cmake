@@ -24,4 +24,10 @@ target_link_libraries(preload_unit_tests PRIVATE cumemtrace_core cumemtrace_warn
 target_compile_definitions(preload_unit_tests PRIVATE
   CUMEMTRACE_LIBUNWIND_SONAME="${CUMEMTRACE_LIBUNWIND_SONAME}")
 target_link_libraries(preload_unit_tests PRIVATE ${CMAKE_DL_LIBS})
+# A library without exports for its own functions and without .symtab, as
+# cuBLAS ships (preload_stack_naming_test.cpp).
+add_library(preload_naming_fixture SHARED preload_naming_fixture.cpp)
+target_compile_options(preload_naming_fixture PRIVATE -fvisibility=hidden -fno-toplevel-reorder)
+target_link_options(preload_naming_fixture PRIVATE -s)
+target_link_libraries(preload_unit_tests PRIVATE preload_naming_fixture)
 gtest_discover_tests(preload_unit_tests TEST_PREFIX "preload." DISCOVERY_TIMEOUT 60)
