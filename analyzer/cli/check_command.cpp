@@ -146,8 +146,9 @@ CLI::App* add_check_command(CLI::App& app, CheckArgs& args) {
   check->add_option("traces", args.traces, "Trace files (.jsonl or .jsonl.zst)")->required();
   for (const LimitOption& option : kLimitOptions) check->add_option(option.flag, args.*option.value, option.help);
   check->add_option("--suppressions", args.suppressions,
-                    "Known leaks: one function-name pattern per line (* matches anything, # comments); "
-                    "a leak whose stack has a matching function is not counted");
+                    "Known leaks: one function-name pattern per line (* matches anything, # comments), or "
+                    "module:PATTERN for an object file (module:libc10_cuda.so); a leak whose stack has a "
+                    "matching frame is not counted");
   check->add_option("--junit", args.junit, "Also write the verdicts as JUnit XML to this file");
   return check;
 }

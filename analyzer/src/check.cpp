@@ -18,6 +18,9 @@ namespace {
 
 using Json = nlohmann::ordered_json;
 
+// A suppression line that names object files, not functions.
+constexpr std::string_view kModulePrefix = "module:";
+
 enum class ValueType : std::uint8_t { size, count, fraction };
 
 struct MetricInfo {
@@ -345,7 +348,12 @@ Suppressions Suppressions::parse(std::string_view text) {
     start = end + 1;
     if (const std::size_t hash = line.find('#'); hash != std::string_view::npos) line = line.substr(0, hash);
     line = trim(line);
-    if (!line.empty()) s.patterns_.emplace_back(line);
+    if (line.starts_with(kModulePrefix)) {
+      const std::string_view glob = trim(line.substr(kModulePrefix.size()));
+      if (!glob.empty()) s.module_patterns_.emplace_back(glob);
+    } else if (!line.empty()) {
+      s.patterns_.emplace_back(line);
+    }
   }
   return s;
 }
@@ -363,19 +371,41 @@ bool Suppressions::matches(std::string_view function) const {
                      [function](const std::string& pattern) { return glob_match(pattern, function); });
 }
 
+bool Suppressions::matches_module(std::string_view module_path) const {
+  const std::size_t slash = module_path.rfind('/');
+  const std::string_view file_name = slash == std::string_view::npos ? module_path : module_path.substr(slash + 1);
+  return std::any_of(module_patterns_.begin(), module_patterns_.end(), [&](const std::string& pattern) {
+    return glob_match(pattern, file_name) || glob_match(pattern, module_path);
+  });
+}
+
 bool Suppressions::suppresses(const Json& entry) const {
   if (empty() || !entry.is_object()) return false;
+  // The frame's member `key` as a string, or nothing.
+  auto text_of = [](const Json& frame, const char* key) -> const std::string* {
+    if (!frame.is_object()) return nullptr;
+    const auto member = frame.find(key);
+    return member != frame.end() && member->is_string() ? &member->get_ref<const std::string&>() : nullptr;
+  };
+  const auto frames = entry.find("frames");
+  const bool has_frames = frames != entry.end() && frames->is_array();
+  if (!module_patterns_.empty() && has_frames &&
+      std::any_of(frames->begin(), frames->end(), [&](const Json& frame) {
+        const std::string* module = text_of(frame, "module");
+        return module != nullptr && matches_module(*module);
+      })) {
+    return true;
+  }
+  if (patterns_.empty()) return false;
   const auto functions = entry.find("functions");
   if (functions != entry.end() && functions->is_array()) {
     return std::any_of(functions->begin(), functions->end(),
                        [this](const Json& fn) { return fn.is_string() && matches(fn.get_ref<const std::string&>()); });
   }
-  const auto frames = entry.find("frames");
-  if (frames == entry.end() || !frames->is_array()) return false;
-  return std::any_of(frames->begin(), frames->end(), [this](const Json& frame) {
-    if (!frame.is_object()) return false;
-    const auto fn = frame.find("fn");
-    return fn != frame.end() && fn->is_string() && matches(fn->get_ref<const std::string&>());
+  if (!has_frames) return false;
+  return std::any_of(frames->begin(), frames->end(), [&](const Json& frame) {
+    const std::string* fn = text_of(frame, "fn");
+    return fn != nullptr && matches(*fn);
   });
 }
 

@@ -114,6 +114,30 @@ TEST(Check, GlobsAndSuppressionFiles) {
   EXPECT_FALSE(Suppressions::parse("# nothing\n").suppresses(Json::parse(R"({"functions":["a"]})")));
 }
 
+TEST(Check, ModuleSuppressionsMatchAFramesObjectFileNamedOrNot) {
+  const Suppressions s = Suppressions::parse("module: libc10_cuda.so  # PyTorch's cache\nmodule:/opt/vendor/*\nmain\n");
+  EXPECT_TRUE(s.matches_module("/usr/lib/python3/site-packages/torch/lib/libc10_cuda.so"));
+  EXPECT_TRUE(s.matches_module("libc10_cuda.so"));
+  EXPECT_TRUE(s.matches_module("/opt/vendor/lib/libx.so"));  // a whole-path pattern
+  EXPECT_FALSE(s.matches_module("/usr/lib/libc10_cuda.so.2"));
+  EXPECT_FALSE(s.matches("libc10_cuda.so")) << "a module line is no function pattern";
+  EXPECT_FALSE(s.matches("module:/opt/vendor/*"));
+  // A frame without a function name (a stripped library's own code) is
+  // reached by its module, with or without `functions` in the entry.
+  const Json torch_cache = Json::parse(R"({"functions":["cudaMalloc"],"frames":[
+      {"fn":"cudaMalloc","module":"/t/lib/libcudart.so.13"},
+      {"fn":null,"module":"/t/lib/libc10_cuda.so","off":"0x1234"}]})");
+  EXPECT_TRUE(s.suppresses(torch_cache));
+  EXPECT_FALSE(s.suppresses(Json::parse(R"({"frames":[{"fn":null,"module":"/t/lib/libcublas.so.13"}]})")));
+  EXPECT_TRUE(s.suppresses(Json::parse(R"({"functions":["main"],"frames":[]})")));  // function lines still work
+  // Only module lines: function names alone never match.
+  const Suppressions modules_only = Suppressions::parse("module:libcublas*\n");
+  EXPECT_FALSE(modules_only.empty());
+  EXPECT_FALSE(modules_only.suppresses(Json::parse(R"({"functions":["libcublas_init"]})")));
+  EXPECT_TRUE(modules_only.suppresses(Json::parse(R"({"frames":[{"fn":null,"module":"/t/lib/libcublas.so.13"}]})")));
+  EXPECT_TRUE(Suppressions::parse("module:\n").empty()) << "an empty module pattern is ignored";
+}
+
 // A report with every key check reads, as REPORT_FORMAT.md describes them.
 Json full_report() {
   return Json::parse(R"({
@@ -265,6 +289,15 @@ TEST(Check, CommandExitCodesMessagesAndJUnit) {
   const CommandResult suppressed = cli({"check", tmp.path("t.jsonl"), "--max-leaked-bytes", "2KiB",
                                         "--max-leaked-count", "1", "--suppressions", tmp.path("known.supp")});
   EXPECT_EQ(suppressed.exit_code, 0) << suppressed.err;
+  // The same leak by its module: the report's frames carry it through.
+  testing::write_file(tmp.path("module.supp"), "module:app\n");
+  const CommandResult by_module = cli({"check", tmp.path("t.jsonl"), "--max-leaked-bytes", "2KiB",
+                                       "--max-leaked-count", "1", "--suppressions", tmp.path("module.supp")});
+  EXPECT_EQ(by_module.exit_code, 0) << by_module.err;
+  testing::write_file(tmp.path("other.supp"), "module:libother.so\n");
+  EXPECT_EQ(cli({"check", tmp.path("t.jsonl"), "--max-leaked-count", "1", "--suppressions", tmp.path("other.supp")})
+                .exit_code,
+            1);
 
   // Several traces: every one is checked, the verdict covers all.
   testing::write_file(tmp.path("small.jsonl"), testing::join_lines({testing::header_line(), testing::end_line(1)}));

@@ -64,19 +64,25 @@ std::vector<Check> parse_check_list(std::string_view text);
 // Known leaks, by function name: one glob per line (`*` matches any run of
 // characters), `#` starts a comment, blank lines are ignored. A leak group
 // or growth leak is suppressed when any function of its stack matches.
+// `module:GLOB` lines match the object file of any frame instead, by its
+// file name or its whole path (`module:libc10_cuda.so`: PyTorch's caching
+// allocator, whose segments are still held at exit); they also reach
+// frames without a function name (a stripped library's own functions).
 class Suppressions {
  public:
   static Suppressions parse(std::string_view text);
   static Suppressions load(const std::string& path);  // throws CheckError
 
-  bool empty() const { return patterns_.empty(); }
+  bool empty() const { return patterns_.empty() && module_patterns_.empty(); }
   bool matches(std::string_view function) const;
+  bool matches_module(std::string_view module_path) const;
   // `entry` is a leak group or growth entry of the report: its `functions`,
-  // else the `fn` of its `frames`.
+  // else the `fn` of its `frames`; `module:` lines, the `module` of its `frames`.
   bool suppresses(const nlohmann::ordered_json& entry) const;
 
  private:
   std::vector<std::string> patterns_;
+  std::vector<std::string> module_patterns_;
 };
 
 bool glob_match(std::string_view pattern, std::string_view text);
