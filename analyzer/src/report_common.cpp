@@ -19,6 +19,25 @@ std::vector<std::string> function_names(const Analysis& analysis, std::uint64_t 
   return names;
 }
 
+std::string_view base_name(std::string_view path) {
+  const std::size_t slash = path.find_last_of('/');
+  return slash == std::string_view::npos ? path : path.substr(slash + 1);
+}
+
+std::uint64_t live_bytes_held_by_pytorch_cache(const Analysis& analysis) {
+  std::uint64_t bytes = 0;
+  for (const LeakGroup& group : analysis.leaks(0)) {
+    const std::vector<OwnedFrame>* frames = group.stack != 0 ? analysis.stacks().find(group.stack) : nullptr;
+    if (frames == nullptr) continue;
+    // libc10_cuda.so, or a versioned or suffixed build of it.
+    const bool from_pytorch_cache = std::any_of(frames->begin(), frames->end(), [](const OwnedFrame& f) {
+      return base_name(f.module).starts_with("libc10_cuda.so");
+    });
+    if (from_pytorch_cache) bytes += group.bytes;
+  }
+  return bytes;
+}
+
 double round_ratio(double ratio) { return std::round(ratio * 1e6) / 1e6; }
 
 std::string percent(double ratio) {

@@ -17,11 +17,6 @@ using Json = nlohmann::ordered_json;
 
 constexpr std::size_t kMaxRankDigits = 9;
 
-std::string_view base_name(std::string_view path) {
-  const std::size_t slash = path.find_last_of('/');
-  return slash == std::string_view::npos ? path : path.substr(slash + 1);
-}
-
 std::optional<std::int64_t> parse_number(std::string_view digits) {
   if (digits.empty() || digits.size() > kMaxRankDigits) return std::nullopt;
   std::int64_t value = 0;
@@ -65,7 +60,7 @@ T value_or(const Json& j, const char* key, T fallback) {
 }  // namespace
 
 std::optional<std::int64_t> rank_from_file_name(std::string_view path) {
-  std::string name(base_name(path));
+  std::string name(detail::base_name(path));
   std::transform(name.begin(), name.end(), name.begin(), [](unsigned char c) { return std::tolower(c); });
   std::optional<std::int64_t> rank;
   for (std::size_t at = name.find("rank"); at != std::string::npos; at = name.find("rank", at + 1)) {
@@ -129,7 +124,7 @@ void label_processes(std::vector<ProcessRow>& rows) {
   std::map<std::string, std::vector<std::size_t>> by_skeleton;
   std::vector<NameShape> shapes;
   for (std::size_t i = 0; i < rows.size(); ++i) {
-    shapes.push_back(shape_of(base_name(rows[i].trace)));
+    shapes.push_back(shape_of(detail::base_name(rows[i].trace)));
     if (!rows[i].rank) by_skeleton[shapes[i].skeleton].push_back(i);
   }
   for (const auto& [skeleton, members] : by_skeleton) {

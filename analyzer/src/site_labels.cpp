@@ -7,6 +7,7 @@
 #include <tuple>
 
 #include "cumemtrace/analyzer/report.h"
+#include "report_common.h"
 
 namespace cumemtrace::analyzer::detail {
 
@@ -145,11 +146,6 @@ std::string fold_operator(std::string_view s) {
 std::string erase_all(std::string s, std::string_view what) {
   for (std::size_t at = s.find(what); at != std::string::npos; at = s.find(what, at)) s.erase(at, what.size());
   return s;
-}
-
-std::string_view base_name(std::string_view path) {
-  const std::size_t slash = path.find_last_of('/');
-  return slash == std::string_view::npos ? path : path.substr(slash + 1);
 }
 
 // Frames are the same when every part that identifies them is.

@@ -64,6 +64,43 @@ TEST(Report, TextShowsPeaksLeaksAndTruncation) {
   EXPECT_NE(text.find("TRUNCATED: the trace was cut short after line 3"), std::string::npos) << text;
 }
 
+// PyTorch never frees its caching allocator's segments: the summary says
+// which of the memory live at the end they are, and how to leave them out.
+TEST(Report, TextSaysWhichLiveMemoryPyTorchsCacheHoldsAtTheEnd) {
+  TempDir tmp;
+  const std::string torch_stack =
+      R"J({"ev":"stack","id":5,"frames":[{"ip":"0x10","fn":"cudaMalloc","module":"/t/lib/libcudart-a1b2.so.13","off":"0x10"},)J"
+      R"J({"ip":"0x20","fn":null,"module":"/t/lib/libc10_cuda.so","off":"0x20"}]})J";
+  const std::string app_stack =
+      R"J({"ev":"stack","id":6,"frames":[{"ip":"0x30","fn":"keep()","module":"/bin/app","off":"0x30"}]})J";
+  testing::write_file(tmp.path("t.jsonl"),
+                      testing::join_lines({testing::header_line(), torch_stack, app_stack,
+                                           testing::alloc_line(10, "0x200000", 2 << 20, 0, 5),
+                                           testing::alloc_line(20, "0x800000", 1 << 20, 0, 6),
+                                           testing::end_line(30)}));
+  std::string text = render(tmp.path("t.jsonl")).text;
+  EXPECT_NE(text.find("  leaked at end:   3.00 MiB in 2 allocations still live, from 2 call stacks; the most "
+                      "(2.00 MiB) from cudaMalloc\n                   2.00 MiB of it held by PyTorch's caching "
+                      "allocator (libc10_cuda.so), which frees its segments only by exiting; check --suppressions "
+                      "with 'module:libc10_cuda.so' leaves them out\n"),
+            std::string::npos)
+      << text;
+
+  testing::write_file(tmp.path("all.jsonl"),
+                      testing::join_lines({testing::header_line(), torch_stack,
+                                           testing::alloc_line(10, "0x200000", 2 << 20, 0, 5),
+                                           testing::end_line(30)}));
+  text = render(tmp.path("all.jsonl")).text;
+  EXPECT_NE(text.find("\n                   all held by PyTorch's caching allocator"), std::string::npos) << text;
+
+  // Nothing of PyTorch's: no such line.
+  testing::write_file(tmp.path("app.jsonl"),
+                      testing::join_lines({testing::header_line(), app_stack,
+                                           testing::alloc_line(20, "0x800000", 1 << 20, 0, 6),
+                                           testing::end_line(30)}));
+  EXPECT_EQ(render(tmp.path("app.jsonl")).text.find("PyTorch"), std::string::npos);
+}
+
 // A trace with marks, a stack, a pool sample, an OOM and an error event.
 std::string rich_trace() {
   return testing::join_lines(
