@@ -67,6 +67,14 @@ int check_traces(const std::vector<std::string>& traces, const std::vector<Check
       if (report.value("truncated", false)) {
         out += "  note: the trace was cut short; the figures cover the run up to the cut\n";
       }
+      // Dropped events (the trace's output could not keep up, or the disk
+      // filled) can make frees missing and so leaks appear, or hide a peak.
+      if (const auto end = report.find("end"); end != report.end() && end->is_object()) {
+        if (const std::uint64_t dropped = end->value("dropped", std::uint64_t{0}); dropped > 0) {
+          out += "  note: " + std::to_string(dropped) + (dropped == 1 ? " event was" : " events were") +
+                 " dropped while tracing; leaks and peaks may be off\n";
+        }
+      }
     } catch (const analyzer::TraceError& e) {
       spdlog::error("{}", e.what());
       verdict.read_error = e.what();

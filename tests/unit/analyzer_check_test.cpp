@@ -299,6 +299,16 @@ TEST(Check, CommandExitCodesMessagesAndJUnit) {
                 .exit_code,
             1);
 
+  // Dropped events: said beside the verdicts, which stand.
+  testing::write_file(tmp.path("dropped.jsonl"),
+                      testing::join_lines({testing::header_line(), testing::alloc_line(2, "0x1000", 2048),
+                                           R"({"ev":"end","t":6,"reason":"exit","live":1,"live_bytes":2048,"dropped":7})"}));
+  const CommandResult dropped = cli({"check", tmp.path("dropped.jsonl"), "--max-leaked-bytes", "2KiB"});
+  EXPECT_EQ(dropped.exit_code, 0) << dropped.err;
+  EXPECT_EQ(dropped.out, "check " + tmp.path("dropped.jsonl") +
+                             "\n  note: 7 events were dropped while tracing; leaks and peaks may be off\n"
+                             "  ok    leaked 2.00 KiB <= 2.00 KiB\n");
+
   // Several traces: every one is checked, the verdict covers all.
   testing::write_file(tmp.path("small.jsonl"), testing::join_lines({testing::header_line(), testing::end_line(1)}));
   const CommandResult two = cli({"check", tmp.path("small.jsonl"), tmp.path("t.jsonl"), "--max-peak-allocated", "1KiB"});
