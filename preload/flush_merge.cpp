@@ -181,18 +181,18 @@ void TraceWriter::drain(Drain mode) {
     drain_round(mode, /*skip_gaps=*/true);
     return;
   }
-  const std::uint64_t start = monotonic_now_ns();
+  const std::uint64_t start = TickClock::monotonic_ns();
   const std::uint64_t budget = mode == Drain::final ? kFinalGapWaitNs : kBackgroundGapWaitNs;
   for (;;) {
     // A gap that has held back the lines after it for too long is skipped.
     const bool skip = mode == Drain::background && gap_since_ns_ != 0 &&
-                      gap_seq_ == next_seq_to_write_ && monotonic_now_ns() - gap_since_ns_ > kGapGiveUpNs;
+                      gap_seq_ == next_seq_to_write_ && TickClock::monotonic_ns() - gap_since_ns_ > kGapGiveUpNs;
     const std::uint64_t waiting_on = gap_seq_;
     if (drain_round(mode, skip)) {
       gap_since_ns_ = 0;
       break;
     }
-    const std::uint64_t now = monotonic_now_ns();
+    const std::uint64_t now = TickClock::monotonic_ns();
     if (gap_since_ns_ == 0 || gap_seq_ != waiting_on) gap_since_ns_ = now;
     if (now - start > budget) {
       if (mode == Drain::final) drain_round(mode, /*skip_gaps=*/true);
@@ -270,7 +270,7 @@ void TraceWriter::release_all_logs() {
 }
 
 void TraceWriter::write_end_line(const LineBuffer& end_body) {
-  const std::uint64_t now = monotonic_now_ns();
+  const std::uint64_t now = TickClock::monotonic_ns();
   const std::uint64_t t = std::max(clock_.ns_since_start(now), last_t_written_);
   last_t_written_ = t;
   write_output();

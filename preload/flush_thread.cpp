@@ -76,12 +76,12 @@ bool TraceWriter::owned_by_this_process() const { return ::getpid() == owner_pid
 
 bool TraceWriter::lock_output(std::uint64_t budget_ns) {
   const pid_t self = this_thread_id();
-  const std::uint64_t start = monotonic_now_ns();
+  const std::uint64_t start = TickClock::monotonic_ns();
   for (;;) {
     pid_t holder = 0;
     if (output_owner_.compare_exchange_strong(holder, self, std::memory_order_acquire)) return true;
     // Held by this very thread: a signal arrived while it was writing.
-    if (holder == self || monotonic_now_ns() - start > budget_ns) return false;
+    if (holder == self || TickClock::monotonic_ns() - start > budget_ns) return false;
     pause_ns(100'000);
   }
 }
@@ -150,7 +150,7 @@ void TraceWriter::flusher_main() {
   const std::uint64_t interval_ns = std::uint64_t{flush_interval_ms_} * 1'000'000;
   const timespec interval{static_cast<time_t>(flush_interval_ms_ / 1000),
                           static_cast<long>(flush_interval_ms_ % 1000) * 1'000'000};
-  std::uint64_t last_housekeeping = monotonic_now_ns();
+  std::uint64_t last_housekeeping = TickClock::monotonic_ns();
   while (!flusher_stop_.load(std::memory_order_acquire)) {
     const std::uint32_t seen = wake_word_.load(std::memory_order_acquire);
     futex_wait(wake_word_, seen, interval);
@@ -165,7 +165,7 @@ void TraceWriter::flusher_main() {
     }
     // Once per interval, not at every full buffer: a busy program fills
     // buffers often, and these cost system calls.
-    const std::uint64_t now = monotonic_now_ns();
+    const std::uint64_t now = TickClock::monotonic_ns();
     if (now - last_housekeeping < interval_ns) continue;
     last_housekeeping = now;
     if (auto hook = g_periodic.load(std::memory_order_relaxed)) hook();

@@ -75,7 +75,7 @@ Recorder::Recorder(const Config& config, DeviceQuery query, const StackPlatform&
     : config_(config),
       query_(query),
       start_unix_ns_(unix_now_ns()),
-      writer_(TraceWriter::monotonic_now_ns(), config.buffer_kb * 1024, config.flush_ms),
+      writer_(TickClock::monotonic_ns(), config.buffer_kb * 1024, config.flush_ms),
       stacks_(config.stacks, stacks, writer_) {}
 
 bool Recorder::ensure_trace_open() {

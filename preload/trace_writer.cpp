@@ -72,8 +72,6 @@ constexpr std::uint64_t kBacklogWaitNs = 100'000'000;
 
 }  // namespace
 
-std::uint64_t TraceWriter::monotonic_now_ns() { return TickClock::monotonic_ns(); }
-
 TraceWriter::TraceWriter(std::uint64_t monotonic_start_ns, std::size_t buffer_bytes,
                          std::uint32_t flush_interval_ms, std::uint64_t memory_cap_bytes)
     : id_(g_next_writer_id.fetch_add(1, std::memory_order_relaxed)),
@@ -170,7 +168,7 @@ ThreadLog* TraceWriter::claim_log() {
 
 LogChunk* TraceWriter::new_chunk(std::uint32_t size) {
   const std::uint32_t capacity = std::max(size, chunk_bytes_);
-  const std::uint64_t start = monotonic_now_ns();
+  const std::uint64_t start = TickClock::monotonic_ns();
   // Back-pressure: the background thread is behind (a slow or stuck disk).
   // Wait a little for it, then drop the event rather than stall the program.
   // Once a wait has run out, later events are dropped at once until memory
@@ -184,7 +182,7 @@ LogChunk* TraceWriter::new_chunk(std::uint32_t size) {
     const std::uint32_t seen = space_word_.load(std::memory_order_acquire);
     wake_flusher();
     if (!over_cap()) break;
-    if (monotonic_now_ns() - start > kBacklogWaitNs || !flusher_running_.load(std::memory_order_relaxed)) {
+    if (TickClock::monotonic_ns() - start > kBacklogWaitNs || !flusher_running_.load(std::memory_order_relaxed)) {
       backlog_dropping_.store(true, std::memory_order_relaxed);
       if (!warned_backlog_.exchange(true, std::memory_order_relaxed)) {
         warn("events arrive faster than the trace %s can be written; dropping events",
@@ -245,7 +243,7 @@ TraceWriter::OpenRecord TraceWriter::open_record(std::size_t entries, std::size_
     return {};
   }
   const bool ticks = !exact_time && clock_.counts_tsc();
-  const std::uint64_t t = ticks ? clock_.ticks() : monotonic_now_ns();  // made ns since the start by format_record
+  const std::uint64_t t = ticks ? clock_.ticks() : TickClock::monotonic_ns();  // made ns since the start by format_record
   // Taken after the clock and, for a free, before the real free runs: the
   // alloc that reuses the address takes a later seq (one modification order
   // on one atomic, consistent with happens-before). Relaxed is enough.

@@ -121,8 +121,6 @@ class TraceWriter {
   using ProcessHook = void (*)();
   static void set_process_hooks(ProcessHook on_open, ProcessHook periodic);
 
-  static std::uint64_t monotonic_now_ns();
-
   // In a forked child: the thread ids this thread cached are the parent's.
   static void forget_thread_ids_after_fork();
 

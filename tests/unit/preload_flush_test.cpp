@@ -73,7 +73,7 @@ void emit_marks(TraceWriter& w, int first, int count) {
 
 TEST(Flush, BackgroundThreadWritesWithinTheFlushInterval) {
   TempDir dir;
-  TraceWriter w(TraceWriter::monotonic_now_ns(), 1 << 20, /*flush_interval_ms=*/20);
+  TraceWriter w(TickClock::monotonic_ns(), 1 << 20, /*flush_interval_ms=*/20);
   ASSERT_TRUE(w.attach(create(dir / "t.jsonl"), dir / "t.jsonl", header_line()));
   emit_marks(w, 0, 10);
   // Nothing fills the 1 MiB buffer: only the periodic flush can write these.
@@ -93,7 +93,7 @@ TEST(Flush, FreeRecordedBeforeTheRealFreeComesBeforeTheAllocThatReusesIt) {
   // takes it and records "alloc k" (TRACE_FORMAT.md, Order). Two noisy
   // threads keep the logs busy.
   TempDir dir;
-  TraceWriter w(TraceWriter::monotonic_now_ns(), 4096, 1);
+  TraceWriter w(TickClock::monotonic_ns(), 4096, 1);
   ASSERT_TRUE(w.attach(create(dir / "t.jsonl"), dir / "t.jsonl", header_line()));
   constexpr int kHandoffs = 20000;
   std::atomic<int> released{-1};
@@ -150,7 +150,7 @@ TEST(Flush, ShortLivedThreadsLoseNothing) {
   // Each thread's log is handed back when the thread exits, written out,
   // then reused by a later thread.
   TempDir dir;
-  TraceWriter w(TraceWriter::monotonic_now_ns(), 4096, 1);
+  TraceWriter w(TickClock::monotonic_ns(), 4096, 1);
   ASSERT_TRUE(w.attach(create(dir / "t.jsonl"), dir / "t.jsonl", header_line()));
   for (int round = 0; round < 50; ++round) {
     std::vector<std::thread> threads;
@@ -169,7 +169,7 @@ TEST(Flush, ShortLivedThreadsLoseNothing) {
 TEST(Flush, ZstdTraceIsReadableWholeAndWhenCutAfterAFlush) {
   TempDir dir;
   const std::string path = dir / "t.jsonl.zst";
-  TraceWriter w(TraceWriter::monotonic_now_ns(), 4096, 100'000);
+  TraceWriter w(TickClock::monotonic_ns(), 4096, 100'000);
   ASSERT_TRUE(w.attach(create(path), path, header_line()));
   emit_marks(w, 0, 1000);
   w.flush();
@@ -205,7 +205,7 @@ TEST(Flush, SignalPathsWriteWhatWasRecorded) {
   for (const bool compressed : {false, true}) {
     TempDir dir;
     const std::string path = dir / (compressed ? "t.jsonl.zst" : "t.jsonl");
-    TraceWriter w(TraceWriter::monotonic_now_ns(), 1 << 20, 100'000);  // no periodic flush
+    TraceWriter w(TickClock::monotonic_ns(), 1 << 20, 100'000);  // no periodic flush
     ASSERT_TRUE(w.attach(create(path), path, header_line()));
     g_signal_writer = &w;
     auto text = [&] { return compressed ? zstd_decompress_prefix(read_file(path)) : read_file(path); };
@@ -229,7 +229,7 @@ TEST(Flush, FailedExecTakesItsEndBack) {
   for (const bool compressed : {false, true}) {
     TempDir dir;
     const std::string path = dir / (compressed ? "t.jsonl.zst" : "t.jsonl");
-    TraceWriter w(TraceWriter::monotonic_now_ns(), 4096, 100'000);
+    TraceWriter w(TickClock::monotonic_ns(), 4096, 100'000);
     ASSERT_TRUE(w.attach(create(path), path, header_line()));
     auto text = [&] { return compressed ? zstd_decompress_prefix(read_file(path)) : read_file(path); };
     emit_marks(w, 0, 50);

@@ -50,7 +50,7 @@ TEST_F(WriterTest, ConcurrentLinesAreCompleteOrderedAndNoneLost) {
   const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL, 0600);
   ASSERT_GE(fd, 0);
   // A small buffer forces many swaps and writes while other threads append.
-  TraceWriter w(TraceWriter::monotonic_now_ns(), 4096);
+  TraceWriter w(TickClock::monotonic_ns(), 4096);
   w.attach(fd, path, header_line());
   constexpr int kThreads = 8, kPerThread = 20000;
   std::vector<std::thread> threads;
@@ -93,7 +93,7 @@ TEST_F(WriterTest, AStuckOutputDropsEventsOnceItsCapIsFullAndKeepsEveryOther) {
   int fds[2];
   ASSERT_EQ(::pipe2(fds, O_CLOEXEC), 0);
   constexpr std::uint64_t kCap = 1u << 20;
-  TraceWriter w(TraceWriter::monotonic_now_ns(), 4096, TraceWriter::kDefaultFlushIntervalMs, kCap);
+  TraceWriter w(TickClock::monotonic_ns(), 4096, TraceWriter::kDefaultFlushIntervalMs, kCap);
   ASSERT_TRUE(w.attach(fds[1], "pipe", header_line()));
   auto event = [](std::uint64_t k) {
     CompactEvent e;
@@ -152,7 +152,7 @@ TEST_F(WriterTest, AStuckOutputDropsEventsOnceItsCapIsFullAndKeepsEveryOther) {
 TEST_F(WriterTest, WriteErrorsCountDroppedLinesAndNeverThrow) {
   const int fd = ::open("/dev/full", O_WRONLY);
   ASSERT_GE(fd, 0);
-  TraceWriter w(TraceWriter::monotonic_now_ns(), 4096);
+  TraceWriter w(TickClock::monotonic_ns(), 4096);
   w.attach(fd, "/dev/full", header_line());
   for (int k = 0; k < 1000; ++k) {
     LineBuffer b;
@@ -168,7 +168,7 @@ TEST_F(WriterTest, WriteErrorsCountDroppedLinesAndNeverThrow) {
 TEST_F(WriterTest, EventsAfterFinishAreDroppedNotWritten) {
   const std::string path = dir_ + "/f.jsonl";
   const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL, 0600);
-  TraceWriter w(TraceWriter::monotonic_now_ns(), 4096);
+  TraceWriter w(TickClock::monotonic_ns(), 4096);
   w.attach(fd, path, header_line());
   LineBuffer end;
   w.finish(end);
