@@ -13,6 +13,7 @@ packages=(
   libgtest-dev libgmock-dev googletest
   libbenchmark-dev       # scripts/bench.sh
   libzstd-dev zstd       # .jsonl.zst traces
+  libdw-dev              # report --symbolize: file:line from DWARF (elfutils)
   jq                     # scripts/pool-quality.sh reads replay --format json
   clang libclang-rt-dev  # libFuzzer for the reader's fuzz test (the runtime is only
                          # a Recommends of clang, and we install without those)

@@ -29,6 +29,7 @@ struct ReportArgs {
   std::vector<std::string> traces;  // several: one report with a per-process table
   std::string format = "text";
   std::string output;  // empty: standard output
+  bool symbolize = false;  // file:line (and missing names) from the frames' object files
 };
 CLI::App* add_report_command(CLI::App& app, ReportArgs& args);
 int report_command(const ReportArgs& args);

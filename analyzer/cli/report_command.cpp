@@ -13,6 +13,7 @@
 #include "cumemtrace/analyzer/html_report.h"
 #include "cumemtrace/analyzer/multi_report.h"
 #include "cumemtrace/analyzer/report.h"
+#include "cumemtrace/analyzer/symbolizer.h"
 #include "cumemtrace/analyzer/trace_reader.h"
 #include "exit_codes.h"
 #include "output_file.h"
@@ -31,27 +32,46 @@ struct OneReport {
   std::optional<analyzer::TimelineCollector> timeline;  // for a page of several traces
 };
 
+// What --symbolize could not do, in one line each: frames left as recorded.
+void report_symbolization(const std::string& path, const analyzer::FrameSymbolizer::Counts& counts) {
+  spdlog::debug("{}: --symbolize read {} object files: {} frames given file:line, {} given a name", path,
+                counts.modules_read, counts.frames_with_lines, counts.frames_named);
+  if (counts.modules_changed != 0) {
+    spdlog::warn("{}: --symbolize left the frames of {} object file{} as recorded: modified after the run started",
+                 path, counts.modules_changed, counts.modules_changed == 1 ? "" : "s");
+  }
+  if (counts.modules_missing != 0) {
+    spdlog::warn("{}: --symbolize left the frames of {} object file{} as recorded: not found or not readable here",
+                 path, counts.modules_missing, counts.modules_missing == 1 ? "" : "s");
+  }
+}
+
 // Reads and analyses one trace; the reader and the analysis (the live set)
 // are released before the next trace is read.
 // `format` is text, json or html; the JSON report is also built when
 // `with_json` (the multi-trace table is made from it) and for HTML (the page
 // renders it). With `several`, an HTML report keeps the timeline for the
 // page of all traces instead of rendering a page of its own.
-OneReport report_one(const std::string& path, const std::string& format, bool with_json, bool several = false) {
+OneReport report_one(const std::string& path, const ReportArgs& args, bool with_json, bool several = false) {
+  const std::string& format = args.format;
   const bool want_json = with_json || format != "text";
   const auto start = std::chrono::steady_clock::now();
   analyzer::ReaderOptions options;
   options.progress = true;  // on a terminal, for a long read
   TraceReader reader(path, options);
   Analysis analysis;
+  std::optional<analyzer::FrameSymbolizer> symbolizer;
+  if (args.symbolize) analysis.set_symbolizer(&symbolizer.emplace());
   std::optional<analyzer::TimelineCollector> timeline;  // the HTML page's charts
   if (format == "html") timeline.emplace(analyzer::html_timeline_options());
   std::uint64_t events = 0;
   while (const analyzer::TraceEvent* event = reader.next()) {
+    if (symbolizer && event->ev == cumemtrace::format::Event::header) symbolizer->set_run_start(event->start_unix_ns);
     analysis.consume(*event);
     if (timeline) timeline->consume(*event, analysis);
     ++events;
   }
+  if (symbolizer) report_symbolization(path, symbolizer->counts());
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   const analyzer::ReaderStats& stats = reader.stats();
   spdlog::debug("{}: read {} lines ({} bytes, {} events) in {:.3f} s: {:.2f} million events/s", path, stats.lines,
@@ -89,6 +109,9 @@ CLI::App* add_report_command(CLI::App& app, ReportArgs& args) {
       ->check(CLI::IsMember({"text", "json", "html"}))
       ->capture_default_str();
   report->add_option("-o,--output", args.output, "Write the report to this file instead of stdout");
+  report->add_flag("--symbolize", args.symbolize,
+                   "Name frames by file:line (and functions the trace left unnamed) from their object files' debug "
+                   "information; files modified since the run are left as recorded");
   return report;
 }
 
@@ -103,7 +126,7 @@ int report_command(const ReportArgs& args) {
   try {
     std::string text;
     if (!several) {
-      OneReport one = report_one(args.traces.front(), args.format, false);
+      OneReport one = report_one(args.traces.front(), args, false);
       text = json ? dump(one.json) : std::move(one.text);
     } else {
       std::vector<Json> reports;
@@ -111,7 +134,7 @@ int report_command(const ReportArgs& args) {
       std::vector<HtmlTrace> pages;
       std::vector<ProcessRow> rows;
       for (const std::string& path : args.traces) {
-        OneReport one = report_one(path, args.format, true, true);  // the table comes from the JSON
+        OneReport one = report_one(path, args, true, true);  // the table comes from the JSON
         rows.push_back(process_row(one.json));
         if (one.timeline) {
           pages.push_back(HtmlTrace{std::move(one.json), std::move(*one.timeline), path});

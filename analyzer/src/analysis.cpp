@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <tuple>
 
+#include "cumemtrace/analyzer/symbolizer.h"
+
 namespace cumemtrace::analyzer {
 
 namespace {
@@ -29,6 +31,7 @@ void StackTable::add(const TraceEvent& e) {
     owned.off = f.off;
     owned.file = f.file;
     owned.line = f.line;
+    if (symbolizer_ != nullptr) symbolizer_->symbolize(owned);
     frames.push_back(std::move(owned));
   }
   stacks_[e.id] = std::move(frames);

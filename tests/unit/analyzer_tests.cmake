@@ -33,6 +33,7 @@ add_executable(analyzer_unit_tests
   analyzer_reader_test.cpp
   analyzer_report_test.cpp
   analyzer_site_labels_test.cpp
+  analyzer_symbolizer_test.cpp
   analyzer_test_support.cpp
   analyzer_timeline_test.cpp
   analyzer_top_at_peak_test.cpp)
@@ -44,5 +45,8 @@ target_compile_definitions(analyzer_unit_tests PRIVATE
   CUMEMTRACE_TEST_PRELOAD1="$<TARGET_FILE:analyzer_test_empty_preload1>"
   CUMEMTRACE_TEST_PRELOAD2="$<TARGET_FILE:analyzer_test_empty_preload2>"
   CUMEMTRACE_GOLDEN_TRACES="${CMAKE_SOURCE_DIR}/tests/integration/golden/traces")
+# The symbolizer's tests read this file's lines from the test's own DWARF,
+# whatever the build type.
+set_source_files_properties(analyzer_symbolizer_test.cpp PROPERTIES COMPILE_OPTIONS -g)
 add_dependencies(analyzer_unit_tests cumemtrace analyzer_test_empty_preload1 analyzer_test_empty_preload2)
 gtest_discover_tests(analyzer_unit_tests TEST_PREFIX "analyzer." DISCOVERY_TIMEOUT 60)

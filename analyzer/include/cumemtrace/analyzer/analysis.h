@@ -146,15 +146,20 @@ struct OwnedFrame {
   std::optional<std::uint64_t> line;
 };
 
+class FrameSymbolizer;
+
 // The `stack` events of a trace: id -> frames, innermost first.
 class StackTable {
  public:
   void add(const TraceEvent& stack_event);
   const std::vector<OwnedFrame>* find(std::uint64_t id) const;
   std::size_t size() const { return stacks_.size(); }
+  // Frames added from now on are symbolised by `symbolizer` (not owned).
+  void set_symbolizer(FrameSymbolizer* symbolizer) { symbolizer_ = symbolizer; }
 
  private:
   std::unordered_map<std::uint64_t, std::vector<OwnedFrame>> stacks_;
+  FrameSymbolizer* symbolizer_ = nullptr;
 };
 
 class Analysis {
@@ -162,6 +167,9 @@ class Analysis {
   Analysis();
 
   void consume(const TraceEvent& event);
+  // `report --symbolize`: stack frames get file, line and missing names
+  // from their object files as their stack events arrive (not owned).
+  void set_symbolizer(FrameSymbolizer* symbolizer) { stacks_.set_symbolizer(symbolizer); }
 
   const MemoryTotals& total() const { return total_; }
   const std::map<int, DeviceInfo>& devices() const { return devices_; }
