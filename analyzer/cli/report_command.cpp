@@ -121,6 +121,10 @@ int report_command(const ReportArgs& args) {
     spdlog::error("standard input (-) can be read only once");
     return kExitUsage;
   }
+  if (args.symbolize && !FrameSymbolizer::available()) {
+    spdlog::error("--symbolize needs libdw (elfutils), which this cumemtrace was built without");
+    return kExitUsage;
+  }
   const bool json = args.format == "json";
   const bool several = args.traces.size() > 1;
   try {

@@ -97,6 +97,8 @@ struct FrameSymbolizer::Module {
   }
 };
 
+bool FrameSymbolizer::available() { return true; }
+
 FrameSymbolizer::FrameSymbolizer() = default;
 FrameSymbolizer::~FrameSymbolizer() = default;
 

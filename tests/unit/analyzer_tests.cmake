@@ -45,6 +45,9 @@ target_compile_definitions(analyzer_unit_tests PRIVATE
   CUMEMTRACE_TEST_PRELOAD1="$<TARGET_FILE:analyzer_test_empty_preload1>"
   CUMEMTRACE_TEST_PRELOAD2="$<TARGET_FILE:analyzer_test_empty_preload2>"
   CUMEMTRACE_GOLDEN_TRACES="${CMAKE_SOURCE_DIR}/tests/integration/golden/traces")
+if(NOT TARGET PkgConfig::LIBDW)
+  message(FATAL_ERROR "the analyzer's tests need libdw-dev (report --symbolize); scripts/setup.sh installs it")
+endif()
 # The symbolizer's tests read this file's lines from the test's own DWARF,
 # whatever the build type.
 set_source_files_properties(analyzer_symbolizer_test.cpp PROPERTIES COMPILE_OPTIONS -g)

@@ -21,6 +21,9 @@ namespace cumemtrace::analyzer {
 
 class FrameSymbolizer {
  public:
+  // False in a build without libdw (elfutils): symbolize() then does nothing.
+  static bool available();
+
   FrameSymbolizer();
   ~FrameSymbolizer();
   FrameSymbolizer(const FrameSymbolizer&) = delete;
