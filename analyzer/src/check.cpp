@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "cumemtrace/analyzer/units.h"
+#include "report_common.h"
 
 namespace cumemtrace::analyzer {
 
@@ -372,8 +373,7 @@ bool Suppressions::matches(std::string_view function) const {
 }
 
 bool Suppressions::matches_module(std::string_view module_path) const {
-  const std::size_t slash = module_path.rfind('/');
-  const std::string_view file_name = slash == std::string_view::npos ? module_path : module_path.substr(slash + 1);
+  const std::string_view file_name = detail::base_name(module_path);
   return std::any_of(module_patterns_.begin(), module_patterns_.end(), [&](const std::string& pattern) {
     return glob_match(pattern, file_name) || glob_match(pattern, module_path);
   });

@@ -83,7 +83,8 @@ NamedFrame FrameNamer::name_uncached(std::uintptr_t ip, bool& in_object_file) {
     // it, however far: in a library whose own functions are not exported and
     // whose .symtab is stripped (cuBLAS, cuDNN), every internal frame took
     // the name of an unrelated export. Such a name is dropped; `fn` stays
-    // null and the report shows module+offset, which addr2line can name.
+    // null and the report shows module+offset (`report --symbolize` names
+    // it where the file or its debug file has the symbol).
     std::string mangled;
     std::uintptr_t symbol_start = 0;
     if (info.dli_sname != nullptr) {
