@@ -52,7 +52,7 @@ constexpr LimitOption kLimitOptions[] = {
 // Checks every trace; prints a verdict per check on stdout and one line per
 // violation on stderr. Returns the exit code.
 int check_traces(const std::vector<std::string>& traces, const std::vector<Check>& checks,
-                 const analyzer::Suppressions& suppressions, const std::string& junit_path) {
+                 const analyzer::Suppressions& suppressions, const std::string& junit_path, bool symbolize = false) {
   std::vector<TraceVerdict> verdicts;
   bool unreadable = false;
   bool failed = false;
@@ -62,7 +62,7 @@ int check_traces(const std::vector<std::string>& traces, const std::vector<Check
     verdict.trace = trace;
     out += "check " + trace + "\n";
     try {
-      const nlohmann::ordered_json report = load_json_report(trace);
+      const nlohmann::ordered_json report = load_json_report(trace, symbolize);
       verdict.results = analyzer::evaluate_checks(report, checks, suppressions);
       if (report.value("truncated", false)) {
         out += "  note: the trace was cut short; the figures cover the run up to the cut\n";
@@ -158,6 +158,9 @@ CLI::App* add_check_command(CLI::App& app, CheckArgs& args) {
                     "module:PATTERN for an object file (module:libc10_cuda.so); a leak whose stack has a "
                     "matching frame is not counted");
   check->add_option("--junit", args.junit, "Also write the verdicts as JUnit XML to this file");
+  check->add_flag("--symbolize", args.symbolize,
+                  "Name the call sites in failure lines by file:line from the object files' debug information "
+                  "(as report --symbolize)");
   return check;
 }
 
@@ -174,7 +177,8 @@ int check_command(const CheckArgs& args) {
     }
     const analyzer::Suppressions suppressions =
         args.suppressions.empty() ? analyzer::Suppressions{} : analyzer::Suppressions::load(args.suppressions);
-    return check_traces(args.traces, checks, suppressions, args.junit);
+    if (args.symbolize && !symbolize_is_available()) return kExitUsage;
+    return check_traces(args.traces, checks, suppressions, args.junit, args.symbolize);
   } catch (const analyzer::CheckError& e) {
     spdlog::error("{}", e.what());
     return kExitUsage;

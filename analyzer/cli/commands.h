@@ -40,6 +40,7 @@ struct CheckArgs {
       max_fragmentation, max_ooms;  // empty: no limit
   std::string suppressions;
   std::string junit;
+  bool symbolize = false;  // as report --symbolize: the failure lines name file:line
 };
 CLI::App* add_check_command(CLI::App& app, CheckArgs& args);
 int check_command(const CheckArgs& args);

@@ -6,10 +6,19 @@
 
 #include <nlohmann/json.hpp>
 
+#include "cumemtrace/analyzer/symbolizer.h"
+
 namespace cumemtrace::cli {
 
 // Throws analyzer::TraceError if the trace cannot be read. Shows progress on
-// a terminal for a long read.
-nlohmann::ordered_json load_json_report(const std::string& path);
+// a terminal for a long read. `symbolize`: frames get file and line from
+// their object files (report --symbolize).
+nlohmann::ordered_json load_json_report(const std::string& path, bool symbolize = false);
+
+// For --symbolize: false, with the error logged, in a build without libdw.
+bool symbolize_is_available();
+
+// One warning line for each kind of object file --symbolize left as recorded.
+void log_symbolization(const std::string& path, const analyzer::FrameSymbolizer::Counts& counts);
 
 }  // namespace cumemtrace::cli

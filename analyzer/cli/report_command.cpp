@@ -16,6 +16,7 @@
 #include "cumemtrace/analyzer/symbolizer.h"
 #include "cumemtrace/analyzer/trace_reader.h"
 #include "exit_codes.h"
+#include "load_report.h"
 #include "output_file.h"
 
 namespace cumemtrace::cli {
@@ -31,20 +32,6 @@ struct OneReport {
   std::string text;
   std::optional<analyzer::TimelineCollector> timeline;  // for a page of several traces
 };
-
-// What --symbolize could not do, in one line each: frames left as recorded.
-void report_symbolization(const std::string& path, const analyzer::FrameSymbolizer::Counts& counts) {
-  spdlog::debug("{}: --symbolize read {} object files: {} frames given file:line, {} given a name", path,
-                counts.modules_read, counts.frames_with_lines, counts.frames_named);
-  if (counts.modules_changed != 0) {
-    spdlog::warn("{}: --symbolize left the frames of {} object file{} as recorded: modified after the run started",
-                 path, counts.modules_changed, counts.modules_changed == 1 ? "" : "s");
-  }
-  if (counts.modules_missing != 0) {
-    spdlog::warn("{}: --symbolize left the frames of {} object file{} as recorded: not found or not readable here",
-                 path, counts.modules_missing, counts.modules_missing == 1 ? "" : "s");
-  }
-}
 
 // Reads and analyses one trace; the reader and the analysis (the live set)
 // are released before the next trace is read.
@@ -71,7 +58,7 @@ OneReport report_one(const std::string& path, const ReportArgs& args, bool with_
     if (timeline) timeline->consume(*event, analysis);
     ++events;
   }
-  if (symbolizer) report_symbolization(path, symbolizer->counts());
+  if (symbolizer) log_symbolization(path, symbolizer->counts());
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   const analyzer::ReaderStats& stats = reader.stats();
   spdlog::debug("{}: read {} lines ({} bytes, {} events) in {:.3f} s: {:.2f} million events/s", path, stats.lines,
@@ -121,10 +108,7 @@ int report_command(const ReportArgs& args) {
     spdlog::error("standard input (-) can be read only once");
     return kExitUsage;
   }
-  if (args.symbolize && !FrameSymbolizer::available()) {
-    spdlog::error("--symbolize needs libdw (elfutils), which this cumemtrace was built without");
-    return kExitUsage;
-  }
+  if (args.symbolize && !symbolize_is_available()) return kExitUsage;
   const bool json = args.format == "json";
   const bool several = args.traces.size() > 1;
   try {

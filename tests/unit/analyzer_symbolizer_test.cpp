@@ -71,6 +71,9 @@ TEST(Symbolizer, AFrameGetsTheFileAndLineOfItsCallAndANameWhereItHadNone) {
 
 TEST(Symbolizer, MissingChangedAndGeneratedCodeModulesLeaveFramesAsRecorded) {
   void* ip = return_address();
+  // Written before the run's start: a file written after it counts as changed.
+  TempDir tmp;
+  testing::write_file(tmp.path("notes.txt"), "not an object file");
   FrameSymbolizer symbolizer;
   symbolizer.set_run_start(unix_ns_now());
 
@@ -82,8 +85,6 @@ TEST(Symbolizer, MissingChangedAndGeneratedCodeModulesLeaveFramesAsRecorded) {
   EXPECT_FALSE(missing.fn);
 
   OwnedFrame not_elf = frame_for(ip);
-  TempDir tmp;
-  testing::write_file(tmp.path("notes.txt"), "not an object file");
   not_elf.module = tmp.path("notes.txt");
   symbolizer.symbolize(not_elf);
   EXPECT_TRUE(not_elf.file.empty());
@@ -109,7 +110,7 @@ TEST(Symbolizer, MissingChangedAndGeneratedCodeModulesLeaveFramesAsRecorded) {
   EXPECT_EQ(symbolizer.counts().modules_missing, 2u);
 }
 
-TEST(Symbolizer, ReportSymbolizeAddsFileAndLineToTheReportsFrames) {
+TEST(Symbolizer, ReportAndCheckSymbolizeAddFileAndLineToTheFrames) {
   void* ip = return_address(); const std::uint64_t call_line = __LINE__;
   const OwnedFrame frame = frame_for(ip);
   char off[32];
@@ -143,6 +144,18 @@ TEST(Symbolizer, ReportSymbolizeAddsFileAndLineToTheReportsFrames) {
   EXPECT_NE(symbolized.err.find("left the frames of 1 object file as recorded: not found or not readable here"),
             std::string::npos)
       << symbolized.err;
+
+  // check --symbolize: the failure line names the site by file and line.
+  const std::string site = "analyzer_symbolizer_test.cpp:" + std::to_string(call_line);
+  const testing::CommandResult check = testing::run_command(
+      {testing::cli_path(), "check", "--symbolize", "--max-leaked-bytes", "0", tmp.path("t.jsonl")});
+  EXPECT_EQ(check.exit_code, 1) << check.err;
+  EXPECT_NE(check.err.find("check failed: leaked 4.00 KiB > 0 B (most from "), std::string::npos) << check.err;
+  EXPECT_NE(check.err.find(site), std::string::npos) << check.err;
+  const testing::CommandResult unsymbolized =
+      testing::run_command({testing::cli_path(), "check", "--max-leaked-bytes", "0", tmp.path("t.jsonl")});
+  EXPECT_EQ(unsymbolized.exit_code, 1);
+  EXPECT_EQ(unsymbolized.err.find(site), std::string::npos) << unsymbolized.err;
 }
 
 }  // namespace
