@@ -67,7 +67,7 @@ void TraceWriter::write_output() {
 
 void TraceWriter::format_record(ThreadLog& log, const flush::RecordHeader& r, bool may_allocate) {
   const std::uint64_t t =
-      std::max(r.ticks != 0 ? clock_.since_start_ns(r.t) : clock_.ns_since_start(r.t), last_t_written_);
+      std::max(r.ticks != 0 ? clock_.ticks_since_start_ns(r.t) : clock_.monotonic_since_start_ns(r.t), last_t_written_);
   last_t_written_ = t;
   char digits[24];
   const auto t_end = std::to_chars(digits, digits + sizeof digits, t).ptr;
@@ -271,7 +271,7 @@ void TraceWriter::release_all_logs() {
 
 void TraceWriter::write_end_line(const LineBuffer& end_body) {
   const std::uint64_t now = TickClock::monotonic_ns();
-  const std::uint64_t t = std::max(clock_.ns_since_start(now), last_t_written_);
+  const std::uint64_t t = std::max(clock_.monotonic_since_start_ns(now), last_t_written_);
   last_t_written_ = t;
   write_output();
   LineBuffer end;

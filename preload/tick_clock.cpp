@@ -63,11 +63,11 @@ void TickClock::calibrate() {
   if (span >= 2 * kRateSpanNs) anchor_ = now;
 }
 
-std::uint64_t TickClock::since_start_ns(std::uint64_t ticks) const {
-  if (!use_tsc_) return ns_since_start(ticks);
+std::uint64_t TickClock::ticks_since_start_ns(std::uint64_t ticks) const {
+  if (!use_tsc_) return monotonic_since_start_ns(ticks);
   const double delta = static_cast<double>(static_cast<std::int64_t>(ticks - current_.tsc)) * ns_per_tick_;
   const double at = static_cast<double>(current_.ns) + delta;
-  return ns_since_start(at <= 0 ? 0 : static_cast<std::uint64_t>(at));
+  return monotonic_since_start_ns(at <= 0 ? 0 : static_cast<std::uint64_t>(at));
 }
 
 }  // namespace cumemtrace::preload

@@ -20,7 +20,7 @@
 // times by that clock relies on (the pool's sample interval).
 //
 // ticks() is called on every recorded event; calibrate() and
-// since_start_ns() only by whoever formats lines, under the writer's output
+// ticks_since_start_ns() only by whoever formats lines, under the writer's output
 // lock. All three are async-signal-safe (the fatal-signal flush formats).
 #pragma once
 
@@ -53,9 +53,9 @@ class TickClock {
   void calibrate();
 
   // Nanoseconds since the start for a ticks() value (0 for one before it).
-  std::uint64_t since_start_ns(std::uint64_t ticks) const;
+  std::uint64_t ticks_since_start_ns(std::uint64_t ticks) const;
   // The same for a monotonic_ns() value.
-  std::uint64_t ns_since_start(std::uint64_t monotonic) const {
+  std::uint64_t monotonic_since_start_ns(std::uint64_t monotonic) const {
     return monotonic > start_ns_ ? monotonic - start_ns_ : 0;
   }
 

@@ -75,7 +75,6 @@ constexpr std::uint64_t kBacklogWaitNs = 100'000'000;
 TraceWriter::TraceWriter(std::uint64_t monotonic_start_ns, std::size_t buffer_bytes,
                          std::uint32_t flush_interval_ms, std::uint64_t memory_cap_bytes)
     : id_(g_next_writer_id.fetch_add(1, std::memory_order_relaxed)),
-      start_ns_(monotonic_start_ns),
       clock_(monotonic_start_ns, TickClock::tsc_is_the_system_clock()),
       chunk_bytes_(round_up(std::clamp<std::size_t>(buffer_bytes, 4096, 64 * kMiB))),
       flush_interval_ms_(std::max<std::uint32_t>(flush_interval_ms, 1)),

@@ -186,9 +186,8 @@ class TraceWriter {
   static void run_open_hook();
 
   const std::uint64_t id_;  // tells this writer's logs from another's
-  const std::uint64_t start_ns_;
-  // Ticks on the recording threads, nanoseconds when lines are formatted
-  // (under the output lock).
+  // t = 0 of the trace (its start); ticks on the recording threads,
+  // nanoseconds when lines are formatted (under the output lock).
   TickClock clock_;
   const std::uint32_t chunk_bytes_;
   const std::uint32_t flush_interval_ms_;

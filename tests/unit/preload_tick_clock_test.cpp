@@ -37,7 +37,7 @@ TEST(TickClock, TscTicksBecomeTheMonotonicClocksNanoseconds) {
     }
     clock.calibrate();
     for (const Event& e : events) {
-      const std::uint64_t t = clock.since_start_ns(e.ticks);
+      const std::uint64_t t = clock.ticks_since_start_ns(e.ticks);
       // Read a few tens of ns apart, converted through a pair read under a
       // few ms later: well within 20 us, whatever the machine's noise.
       EXPECT_LT(apart(t, e.ns - start), 20'000u) << "drain " << drain;
@@ -52,7 +52,7 @@ TEST(TickClock, EarlierTicksThanTheStartAreZero) {
   for (bool tsc : {false, TickClock::tsc_is_the_system_clock()}) {
     TickClock clock(start, tsc);
     clock.calibrate();
-    EXPECT_EQ(clock.since_start_ns(clock.ticks()), 0u);
+    EXPECT_EQ(clock.ticks_since_start_ns(clock.ticks()), 0u);
   }
 }
 
@@ -66,7 +66,7 @@ TEST(TickClock, WithoutTheTscTicksAreNanoseconds) {
   EXPECT_GE(ticks, before);
   EXPECT_LE(ticks, after);
   clock.calibrate();
-  EXPECT_EQ(clock.since_start_ns(ticks), ticks - start);
+  EXPECT_EQ(clock.ticks_since_start_ns(ticks), ticks - start);
 }
 
 }  // namespace
