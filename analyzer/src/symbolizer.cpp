@@ -1,14 +1,14 @@
 #include "cumemtrace/analyzer/symbolizer.h"
 
-#include <cxxabi.h>
 #include <dwarf.h>
 #include <elfutils/libdw.h>
 #include <elfutils/libdwfl.h>
 #include <sys/stat.h>
 
-#include <cstdlib>
 #include <filesystem>
 #include <optional>
+
+#include "cumemtrace/demangle.h"
 
 namespace cumemtrace::analyzer {
 
@@ -24,15 +24,6 @@ const Dwfl_Callbacks kOfflineCallbacks = {
     .section_address = dwfl_offline_section_address,
     .debuginfo_path = &g_debuginfo_path,
 };
-
-std::string demangled(const char* name) {
-  int status = 0;
-  char* text = abi::__cxa_demangle(name, nullptr, nullptr, &status);
-  if (status != 0 || text == nullptr) return name;
-  std::string out(text);
-  std::free(text);
-  return out;
-}
 
 // A line table may name files relative to the compilation directory
 // ("../tests/app.cpp", as CMake builds compile): made whole with the
@@ -83,7 +74,7 @@ struct FrameSymbolizer::Module {
     // Only a symbol that spans the address names it (a size of 0: unknown,
     // taken to), never merely the nearest one below.
     if (name != nullptr && *name != '\0' && (symbol.st_size == 0 || from_symbol < symbol.st_size)) {
-      answer.fn = demangled(name);
+      answer.fn = demangle(name);
     }
     if (Dwfl_Line* line = dwfl_module_getsrc(module, address)) {
       int number = 0;

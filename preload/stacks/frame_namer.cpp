@@ -1,24 +1,13 @@
 #include "stacks/frame_namer.h"
 
-#include <cxxabi.h>
 #include <dlfcn.h>
 #include <link.h>
 #include <unistd.h>
 
-#include <cstdlib>
-
+#include "cumemtrace/demangle.h"
 #include "process_facts.h"
 
 namespace cumemtrace::preload {
-
-std::string demangle(const char* mangled) {
-  int status = 0;
-  char* demangled = abi::__cxa_demangle(mangled, nullptr, nullptr, &status);
-  if (status != 0 || demangled == nullptr) return mangled;
-  std::string out(demangled);
-  std::free(demangled);
-  return out;
-}
 
 namespace {
 

@@ -55,7 +55,4 @@ class FrameNamer {
   PerfMap perf_map_;
 };
 
-// The demangled form of a C++ symbol, or the name itself (C functions).
-std::string demangle(const char* mangled);
-
 }  // namespace cumemtrace::preload

@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "cumemtrace/demangle.h"
 #include "stacks/frame_namer.h"
 #include "stacks/perf_map.h"
 #include "test_support.h"
@@ -103,9 +104,9 @@ TEST(PerfMap, SymlinkIsNotFollowed) {
 }
 
 TEST(Demangle, CxxNamesAreDemangledAndCNamesKept) {
-  EXPECT_EQ(demangle("_ZN3app5trainERKSt6vectorIiSaIiEE"), "app::train(std::vector<int, std::allocator<int> > const&)");
-  EXPECT_EQ(demangle("main"), "main");
-  EXPECT_EQ(demangle("_Z"), "_Z");
+  EXPECT_EQ(cumemtrace::demangle("_ZN3app5trainERKSt6vectorIiSaIiEE"), "app::train(std::vector<int, std::allocator<int> > const&)");
+  EXPECT_EQ(cumemtrace::demangle("main"), "main");
+  EXPECT_EQ(cumemtrace::demangle("_Z"), "_Z");
 }
 
 bool fake_symbol_table(std::uintptr_t address, std::string& mangled, std::uintptr_t& symbol_start) {
