@@ -18,10 +18,7 @@ nlohmann::ordered_json load_json_report(const std::string& path, bool symbolize)
   Analysis analysis;
   std::optional<FrameSymbolizer> symbolizer;
   if (symbolize) analysis.set_symbolizer(&symbolizer.emplace());
-  while (const TraceEvent* event = reader.next()) {
-    if (symbolizer && event->ev == format::Event::header) symbolizer->set_run_start(event->start_unix_ns);
-    analysis.consume(*event);
-  }
+  while (const TraceEvent* event = reader.next()) analysis.consume(*event);
   if (symbolizer) log_symbolization(path, symbolizer->counts());
   return render_json_report(reader, analysis);
 }

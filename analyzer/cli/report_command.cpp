@@ -53,7 +53,6 @@ OneReport report_one(const std::string& path, const ReportArgs& args, bool with_
   if (format == "html") timeline.emplace(analyzer::html_timeline_options());
   std::uint64_t events = 0;
   while (const analyzer::TraceEvent* event = reader.next()) {
-    if (symbolizer && event->ev == cumemtrace::format::Event::header) symbolizer->set_run_start(event->start_unix_ns);
     analysis.consume(*event);
     if (timeline) timeline->consume(*event, analysis);
     ++events;

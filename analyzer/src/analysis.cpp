@@ -20,6 +20,10 @@ void insert_sorted_unique(std::vector<T>& values, const T& value) {
 }
 }  // namespace
 
+void StackTable::set_run_start(std::uint64_t unix_ns) {
+  if (symbolizer_ != nullptr) symbolizer_->set_run_start(unix_ns);
+}
+
 void StackTable::add(const TraceEvent& e) {
   std::vector<OwnedFrame> frames;
   frames.reserve(e.frames.size());
@@ -95,7 +99,7 @@ void Analysis::on_other(const TraceEvent& e) {
     case Event::error: on_error(e); break;
     case Event::mark: on_mark(e); break;
     case Event::pool: on_pool(e); break;
-    case Event::header:
+    case Event::header: stacks_.set_run_start(e.start_unix_ns); break;
     case Event::end:
     case Event::unknown: break;
   }

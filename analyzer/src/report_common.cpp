@@ -24,9 +24,9 @@ std::string_view base_name(std::string_view path) {
   return slash == std::string_view::npos ? path : path.substr(slash + 1);
 }
 
-std::uint64_t live_bytes_held_by_pytorch_cache(const Analysis& analysis) {
+std::uint64_t live_bytes_held_by_pytorch_cache(const Analysis& analysis, const std::vector<LeakGroup>& leaks) {
   std::uint64_t bytes = 0;
-  for (const LeakGroup& group : analysis.leaks(0)) {
+  for (const LeakGroup& group : leaks) {
     const std::vector<OwnedFrame>* frames = group.stack != 0 ? analysis.stacks().find(group.stack) : nullptr;
     if (frames == nullptr) continue;
     // libc10_cuda.so, or a versioned or suffixed build of it.

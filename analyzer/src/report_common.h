@@ -18,10 +18,11 @@ std::vector<std::string> function_names(const Analysis& analysis, std::uint64_t 
 // "libc10_cuda.so" of "/opt/torch/lib/libc10_cuda.so": what follows the last '/'.
 std::string_view base_name(std::string_view path);
 
-// What the allocations still live at the end hold that PyTorch's caching
-// allocator obtained (a frame in libc10_cuda.so): its segments, which PyTorch
-// never frees, the process's exit giving them back.
-std::uint64_t live_bytes_held_by_pytorch_cache(const Analysis& analysis);
+// What the leak groups (analysis.leaks(0): the allocations still live at
+// the end) hold that PyTorch's caching allocator obtained (a frame in
+// libc10_cuda.so): its segments, which PyTorch never frees, the process's
+// exit giving them back.
+std::uint64_t live_bytes_held_by_pytorch_cache(const Analysis& analysis, const std::vector<LeakGroup>& leaks);
 
 // A ratio rounded to six decimals, so JSON shows 0.081 rather than 0.08100000000000002.
 double round_ratio(double ratio);

@@ -104,7 +104,7 @@ void write_summary(std::ostringstream& out, const TraceReader& reader, const Ana
       out << "from " << plural(groups.size(), "call stack", "call stacks") << "; the most ("
           << format_bytes(groups.front().bytes) << ") " << site << "\n";
     }
-    if (const std::uint64_t cached = live_bytes_held_by_pytorch_cache(analysis); cached != 0) {
+    if (const std::uint64_t cached = live_bytes_held_by_pytorch_cache(analysis, groups); cached != 0) {
       out << "                   " << (cached == total.allocated.current ? "all" : format_bytes(cached) + " of it")
           << " held by PyTorch's caching allocator (libc10_cuda.so), which frees its segments only by exiting;"
              " check --suppressions with 'module:libc10_cuda.so' leaves them out\n";

@@ -145,6 +145,22 @@ TEST(Symbolizer, ReportAndCheckSymbolizeAddFileAndLineToTheFrames) {
             std::string::npos)
       << symbolized.err;
 
+  // The header's start is what a file's age is judged by: a run that
+  // started in 1970 is older than this executable.
+  std::string old_header = header;
+  const std::size_t start_at = old_header.find("\"start_unix_ns\":") + 16;
+  old_header.replace(start_at, old_header.find(',', start_at) - start_at, "1");
+  testing::write_file(tmp.path("old.jsonl"), testing::join_lines({old_header, stack,
+                                                                  testing::alloc_line(10, "0x1000", 4096, 0, 1),
+                                                                  testing::end_line(20)}));
+  const testing::CommandResult old_run =
+      testing::run_command({testing::cli_path(), "report", "--symbolize", "--format", "json", tmp.path("old.jsonl")});
+  ASSERT_EQ(old_run.exit_code, 0) << old_run.err;
+  EXPECT_FALSE(nlohmann::json::parse(old_run.out)["leaks"][0]["frames"][0].contains("line"));
+  EXPECT_NE(old_run.err.find("left the frames of 1 object file as recorded: modified after the run started"),
+            std::string::npos)
+      << old_run.err;
+
   // check --symbolize: the failure line names the site by file and line.
   const std::string site = "analyzer_symbolizer_test.cpp:" + std::to_string(call_line);
   const testing::CommandResult check = testing::run_command(

@@ -156,6 +156,8 @@ class StackTable {
   std::size_t size() const { return stacks_.size(); }
   // Frames added from now on are symbolised by `symbolizer` (not owned).
   void set_symbolizer(FrameSymbolizer* symbolizer) { symbolizer_ = symbolizer; }
+  // The header's start_unix_ns: the symbolizer's test of changed files.
+  void set_run_start(std::uint64_t unix_ns);
 
  private:
   std::unordered_map<std::uint64_t, std::vector<OwnedFrame>> stacks_;
@@ -168,7 +170,8 @@ class Analysis {
 
   void consume(const TraceEvent& event);
   // `report --symbolize`: stack frames get file, line and missing names
-  // from their object files as their stack events arrive (not owned).
+  // from their object files as their stack events arrive, unless a file
+  // changed after the header's start_unix_ns (not owned).
   void set_symbolizer(FrameSymbolizer* symbolizer) { stacks_.set_symbolizer(symbolizer); }
 
   const MemoryTotals& total() const { return total_; }
