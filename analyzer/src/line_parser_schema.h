@@ -302,12 +302,21 @@ struct LineState {
   FieldMask nulls = 0;
   std::uint32_t unknown_keys = 0;
 
-  void set_wrong(Field f) { wrong |= bit(f); seen |= bit(f); }
+  // A value of the wrong type or range, or null, stores nothing: the field
+  // is back to its default, whatever an earlier line left in the reused
+  // event (a field seen is not reset at the end; the fuzzer found a
+  // previous line's ptr kept under an `end` line's unparsable one).
+  void set_wrong(Field f) {
+    wrong |= bit(f);
+    seen |= bit(f);
+    reset_fields(out, bit(f));
+  }
 
   [[gnu::always_inline]] void scalar(Field f, const Scalar& v) {
     seen |= bit(f);
     if (v.type == Scalar::Type::null) {
       nulls |= bit(f);
+      reset_fields(out, bit(f));
       return;
     }
     const ValueKind kind = kFields[static_cast<std::size_t>(f)].kind;

@@ -285,6 +285,13 @@ TEST(LineParser, BatchGivesExactlyWhatLineByLineGives) {
     cases.push_back({good, odd});  // last in its batch (found by the fuzzer)
   }
   cases.push_back({good, good, good});
+  // Fields an event does not define, with values its own fields would refuse
+  // (found by the fuzzer: one path read the hex digits before the bad bytes).
+  const std::string end_with_extras =
+      R"({"ev":"end","t":8000,"reason":"exit","live":1,"live_bytes":10485760,"dropped":2,"ptr":"0x7e0040000000!!!!","size":536870912,"stack":0})";
+  cases.push_back({end_with_extras});
+  cases.push_back({good, end_with_extras, good});
+  cases.push_back({good, R"({"ev":"end","t":9,"reason":"exit","live":0,"live_bytes":0,"dropped":0,"ptr":null})", good});
   // Lines of one kind in a row must not inherit each other's lists.
   const std::string stack_a = R"({"ev":"stack","id":1,"frames":[{"ip":"0x1","fn":"a"},{"ip":"0x2","fn":"b"}]})";
   const std::string stack_b = R"({"ev":"stack","id":2,"frames":[{"ip":"0x3","fn":"c"}]})";
