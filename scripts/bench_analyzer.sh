@@ -78,7 +78,7 @@ theirs_wall=$(printf '%s\n' "${theirs[@]}" | column 1)
 theirs_cpu=$(printf '%s\n' "${theirs[@]}" | column 2)
 theirs_rss=$(printf '%s\n' "${theirs[@]}" | column 3)
 rate() { calc '(s > 0) ? n / s / 1e6 : 0' n="$1" s="$2" | xargs printf '%.2f'; }
-# How the synthetic lines were decoded (analyzer/src/line_shapes.h), untimed.
+# How the synthetic lines were decoded (analyzer/read/line_shapes.h), untimed.
 "$cli" -v report "$scratch/synthetic.jsonl" 2>"$scratch/verbose" >/dev/null
 shaped=$(sed -n 's/.*: \([0-9]*\) of \([0-9]*\) lines decoded through a known line shape.*/\1 of \2/p' "$scratch/verbose")
 rm -f "$scratch/synthetic.jsonl" "$scratch/workload".*

@@ -1,6 +1,6 @@
 // `cumemtrace import-torch SNAPSHOT.pickle -o TRACE.jsonl`: converts a PyTorch
 // memory snapshot (torch.cuda.memory._dump_snapshot) into a cumemtrace trace.
-// The pickle is read by a restricted reader that refuses code (torch_pickle.h).
+// The pickle is read by a restricted reader that refuses code (torch/pickle_reader.h).
 #include <spdlog/spdlog.h>
 #include <zstd.h>
 
@@ -10,8 +10,8 @@
 #include "commands.h"
 #include "exit_codes.h"
 #include "output_file.h"
-#include "torch_import.h"
-#include "torch_pickle.h"
+#include "torch/snapshot_import.h"
+#include "torch/pickle_reader.h"
 
 namespace cumemtrace::cli {
 

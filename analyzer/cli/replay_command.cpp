@@ -14,7 +14,7 @@
 #include "cumemtrace/analyzer/units.h"
 #include "exit_codes.h"
 #include "output_file.h"
-#include "replay.h"
+#include "commands/replay.h"
 
 namespace cumemtrace::cli {
 

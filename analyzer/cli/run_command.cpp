@@ -21,7 +21,7 @@
 #include <vector>
 
 #include "commands.h"
-#include "config.h"
+#include "config/config.h"
 #include "cumemtrace/output_template.h"
 #include "cumemtrace/trace_format.h"
 #include "exit_codes.h"

@@ -1,4 +1,7 @@
-// DevicePool: routing to sub-pools, the out-of-memory ladder, segments.
+// DevicePool: routing to sub-pools, allocate and free (the hot path: a hit
+// takes one sub-pool lock and touches no other file's code but block_ops),
+// queries and statistics, segment records. The ladder, releases and reset
+// are in the files device_pool_impl.h lists.
 #include "device_pool_impl.h"
 
 #include <algorithm>
@@ -37,8 +40,6 @@ struct ShardCache {
 };
 thread_local ShardCache t_shard_cache;
 
-std::size_t saturating_add(std::size_t a, std::size_t b) { return a > kUnlimited - b ? kUnlimited : a + b; }
-
 }  // namespace
 
 DevicePool::Impl::Impl(Upstream& upstream, const PoolConfig& config, int device, PoolObserver* observer)
@@ -72,12 +73,6 @@ SubPool* DevicePool::Impl::add_sub_pool(bool stream_ordered, StreamHandle stream
   sub_pools_[n].store(sp, std::memory_order_release);
   sub_pool_count_.store(n + 1, std::memory_order_release);
   return sp;
-}
-
-template <class Fn>
-void DevicePool::Impl::for_each_sub_pool(Fn fn) const {
-  const std::size_t n = sub_pool_count_.load(std::memory_order_acquire);
-  for (std::size_t i = 0; i < n; ++i) fn(*sub_pools_[i].load(std::memory_order_acquire));
 }
 
 SubPool* DevicePool::Impl::device_pool_for(PoolKind kind) {
@@ -260,220 +255,6 @@ Block* DevicePool::Impl::grow(SubPool& sp, PoolKind kind, std::size_t rounded, U
   return detail::add_free_tail(sp, seg, base, size);
 }
 
-std::size_t DevicePool::Impl::reclaim(SubPool& sp) {
-  std::size_t bytes = detail::reclaim_synced(sp, sync_done_.load(std::memory_order_acquire));
-  if (!sp.fenced.empty()) bytes += reclaim_fences(sp);
-  return bytes;
-}
-
-std::size_t DevicePool::Impl::reclaim_fences(SubPool& sp) {
-  const std::uint64_t done = sync_done_.load(std::memory_order_acquire);
-  std::size_t bytes = 0;
-  for (std::size_t i = 0; i < sp.fenced.size();) {
-    Block* b = sp.fenced[i];
-    bool safe = b->ticket < done;  // a synchronisation covered it
-    {
-      std::lock_guard lock(upstream_mu_);
-      if (!safe) safe = upstream_.query_fence(b->fence) == FenceState::complete;
-      if (safe) upstream_.destroy_fence(b->fence);
-    }
-    if (!safe) {
-      ++i;
-      continue;
-    }
-    sp.fenced[i] = sp.fenced.back();
-    sp.fenced.pop_back();
-    sp.pending_bytes[b->segment->kind] -= b->size;
-    sp.pending.sub(b->size);
-    bytes += b->size;
-    detail::make_free(sp, b);
-  }
-  return bytes;
-}
-
-std::size_t DevicePool::Impl::whole_free_bytes(const SubPool& sp) {
-  std::size_t bytes = 0;
-  for (const Segment* seg = sp.segments; seg; seg = seg->next_in_pool) {
-    if (seg->expandable) bytes += seg->mapped - std::min(seg->mapped, seg->used);  // about: pages shared with live blocks stay
-    else if (detail::segment_is_free(seg)) bytes += seg->backed();
-  }
-  return bytes;
-}
-
-void DevicePool::Impl::trim_to_release_threshold(SubPool& sp) {
-  if (config_.release_threshold == kUnlimited) return;
-  const std::size_t cached = whole_free_bytes(sp);
-  if (cached <= config_.release_threshold) return;
-  UpstreamResult ignored;
-  release_free(sp, cached - config_.release_threshold, &ignored);
-}
-
-std::size_t DevicePool::Impl::release_free(SubPool& sp, std::size_t goal, UpstreamResult* first_error) {
-  std::size_t released = 0;
-  for (Segment* seg = sp.segments; seg && released < goal;) {
-    Segment* next = seg->next_in_pool;
-    if (seg->expandable) {
-      released += unmap_free_pages(sp, seg, goal - released, 0, 0, first_error);
-    } else if (detail::segment_is_free(seg)) {
-      released += seg->backed();
-      release_segment(sp, seg, first_error);
-    }
-    seg = next;
-  }
-  return released;
-}
-
-void DevicePool::Impl::release_segment(SubPool& sp, Segment* seg, UpstreamResult* first_error,
-                                       bool freed_by_reset) {
-  if (seg->expandable) return release_expandable(sp, seg, first_error);
-  const DevicePtr base = seg->base();
-  const std::size_t size = seg->size();
-  Block* b = seg->first;
-  detail::detach_free_segment(sp, seg);
-  seg->owner.store(nullptr, std::memory_order_release);
-  {
-    std::lock_guard lock(segments_mu_);
-    segment_map_.erase(seg, base, size);
-  }
-  {
-    std::lock_guard lock(upstream_mu_);
-    if (observer_) observer_->on_segment_free(device_, base, size);
-    if (!freed_by_reset) {
-      const UpstreamResult r = seg->stream_ordered_memory ? upstream_.release_stream_ordered(base, size)
-                                                          : upstream_.release(base, size);
-      upstream_frees_.fetch_add(1, std::memory_order_relaxed);
-      if (!r.ok() && first_error->ok()) *first_error = r;
-    }
-  }
-  note_reserved(-static_cast<std::ptrdiff_t>(size));
-  sp.recycle(b);
-  recycle_segment(seg);
-}
-
-// PyTorch's garbage_collection_threshold: above the fraction of the device,
-// cached free segments of this sub-pool go back before the pool grows, so a
-// long-running job's cache does not starve other processes on the device.
-void DevicePool::Impl::garbage_collect(SubPool& sp, std::size_t needed) {
-  if (config_.garbage_collection_threshold <= 0.0) return;
-  const std::size_t total = device_total();
-  if (total == 0 || total == kUnlimited) return;
-  const auto limit = static_cast<std::size_t>(config_.garbage_collection_threshold * static_cast<double>(total));
-  const std::size_t after = saturating_add(reserved_total_.load(std::memory_order_relaxed), needed);
-  if (after <= limit) return;
-  UpstreamResult ignored;
-  release_free(sp, after - limit, &ignored);
-}
-
-Allocation DevicePool::Impl::out_of_memory_ladder(SubPool& sp, PoolKind kind, std::size_t size,
-                                                  std::size_t rounded, bool stream_ordered,
-                                                  StreamHandle stream, UpstreamResult error) {
-  // One thread at a time walks the ladder: the steps below lock every
-  // sub-pool in turn, and two threads releasing at once would only race
-  // each other for the same memory.
-  std::lock_guard slow(slow_mu_);
-  for (int step = 0; step < 2; ++step) {
-    // Step 1: whole free segments everywhere go back (the upstream's release
-    // waits for the device). Step 2: synchronise first, so every pending
-    // free becomes free, then release everything cached.
-    if (step == 1) synchronize_device();
-    release_everywhere();
-    std::lock_guard lock(sp.mu);
-    reclaim(sp);
-    error = UpstreamResult::success();
-    Block* f = fit(sp, kind, rounded, &error);
-    if (!f && error.ok()) f = grow(sp, kind, rounded, &error);
-    if (f) return finish(sp, f, rounded, size, stream_ordered);
-    if (error.status != UpstreamStatus::out_of_memory) return Allocation{0, 0, error, {}};
-  }
-  if (Allocation borrowed = borrow_from_other_sub_pools(sp, kind, size, rounded, stream_ordered); borrowed.ptr) {
-    return borrowed;
-  }
-  Allocation failed{0, 0, error, make_report(size, rounded, stream_ordered, stream, error)};
-  ooms_.fetch_add(1, std::memory_order_relaxed);
-  if (observer_) observer_->on_oom(*failed.oom);
-  return failed;
-}
-
-// The ladder's last step: a free block in another sub-pool, in a segment
-// that still holds live blocks (so no step above could give its memory
-// back). Without it a program with many streams or threads runs out of
-// memory while much of its device sits cached in sub-pools it cannot use,
-// where the driver takes from the whole device: the soak test
-// (tests/apps/soak.cpp, 16 threads with their per-thread streams on a
-// 512 MiB device) failed a 1 MiB cudaMallocAsync with 300 MiB cached free,
-// which the bare program never did. The block is taken under its sub-pool's
-// lock after a device synchronisation, so the work done with it before its
-// free has finished; it stays that sub-pool's block (a stream's free of it
-// is then a free in another stream's order there, reusable once its fence
-// completes). A device-wide request may take from any sub-pool (a reset
-// destroys its block wherever it lies: finish(), device_reset()); a
-// stream's only from another stream's, since a reset spares stream-ordered
-// memory and would not spare it in a device-wide segment.
-Allocation DevicePool::Impl::borrow_from_other_sub_pools(const SubPool& sp, PoolKind kind, std::size_t size,
-                                                         std::size_t rounded, bool stream_ordered) {
-  Allocation borrowed;
-  for_each_sub_pool([&](SubPool& other) {
-    if (borrowed.ptr != 0 || &other == &sp || (stream_ordered && !other.stream_ordered)) return;
-    std::lock_guard lock(other.mu);
-    reclaim(other);
-    UpstreamResult error;
-    Block* f = fit(other, kind, rounded, &error);
-    if (f && synchronize_device().ok()) borrowed = finish(other, f, rounded, size, stream_ordered);
-  });
-  return borrowed;
-}
-
-void DevicePool::Impl::release_everywhere() {
-  for_each_sub_pool([this](SubPool& other) {
-    std::lock_guard lock(other.mu);
-    reclaim(other);
-    UpstreamResult ignored;
-    release_free(other, kUnlimited, &ignored);
-  });
-}
-
-UpstreamResult DevicePool::Impl::synchronize_device() {
-  const std::uint64_t ticket = sync_begun_.fetch_add(1) + 1;
-  UpstreamResult r;
-  {
-    std::lock_guard lock(upstream_mu_);
-    r = upstream_.synchronize();
-  }
-  synchronizes_.fetch_add(1, std::memory_order_relaxed);
-  if (r.ok()) device_synchronized(ticket);
-  return r;
-}
-
-OomReport DevicePool::Impl::make_report(std::size_t size, std::size_t rounded, bool stream_ordered,
-                                        StreamHandle stream, UpstreamResult error) {
-  const PoolStats s = stats();
-  OomReport r;
-  r.device = device_;
-  r.size = size;
-  r.block = rounded;
-  r.allocated = s.allocated;
-  r.reserved = s.reserved;
-  r.cached_free = s.cached_free;
-  r.largest_free = s.largest_free;
-  {
-    std::lock_guard lock(upstream_mu_);
-    std::size_t free_bytes = 0, total = 0;
-    if (upstream_.memory_info(&free_bytes, &total).ok()) {
-      r.device_free = free_bytes;
-      r.device_total = total;
-    }
-  }
-  // Fragmentation: the memory existed in total (cached but scattered, plus
-  // what the driver still had) yet no contiguous block of it fit.
-  r.cause = saturating_add(r.cached_free, r.device_free) >= rounded ? OomCause::fragmentation
-                                                                    : OomCause::capacity;
-  r.stream_ordered = stream_ordered;
-  r.stream = stream_ordered ? stream : 0;
-  r.result = error;
-  r.fragmentation = fragmentation_of(s);
-  return r;
-}
-
 // ------------------------------------------------------------------ frees
 
 FreeResult DevicePool::Impl::free(DevicePtr ptr, bool stream_ordered, StreamHandle stream) {
@@ -556,104 +337,9 @@ void DevicePool::Impl::device_synchronized(std::uint64_t ticket) {
   }
 }
 
-void DevicePool::Impl::stream_destroyed(StreamHandle stream) {
-  std::lock_guard lock(streams_mu_);
-  auto it = streams_.find(stream);
-  if (it == streams_.end()) return;
-  SubPool* sp = it->second;
-  streams_.erase(it);
-  stream_generation_.fetch_add(1, std::memory_order_acq_rel);
-  orphans_.push_back(sp);
-  std::lock_guard sub_lock(sp->mu);
-  sp->orphan = true;
-  UpstreamResult ignored;
-  release_free(*sp, kUnlimited, &ignored);
-  if (sp->expandable && detail::segment_is_free(sp->expandable)) release_expandable(*sp, sp->expandable, &ignored);
-}
-
 MemoryInfo DevicePool::Impl::application_memory_info(std::size_t driver_free, std::size_t driver_total) const {
   const PoolStats s = stats();
   return MemoryInfo{std::min(driver_total, saturating_add(driver_free, s.cached_free)), driver_total};
-}
-
-UpstreamResult DevicePool::Impl::release_cached() {
-  std::lock_guard slow(slow_mu_);
-  UpstreamResult first = synchronize_device();
-  for_each_sub_pool([&](SubPool& sp) {
-    std::lock_guard lock(sp.mu);
-    reclaim(sp);
-    release_free(sp, kUnlimited, &first);
-    if (sp.expandable && detail::segment_is_free(sp.expandable)) release_expandable(sp, sp.expandable, &first);
-  });
-  return first;
-}
-
-bool DevicePool::Impl::survives_reset(const SubPool& sp, const Segment* seg) const {
-  // Stream-ordered memory and cuMemCreate'd pages are not the context's
-  // (upstream.h cites CUDA 13's notes). An expandable range of a device-wide
-  // sub-pool survives too, but its blocks were cudaMalloc's, which the
-  // application must see destroyed: device_reset gives it back.
-  return seg->stream_ordered_memory || (seg->expandable && sp.stream_ordered);
-}
-
-void DevicePool::Impl::device_reset() {
-  std::lock_guard slow(slow_mu_);
-  std::lock_guard streams(streams_mu_);
-  for_each_sub_pool([&](SubPool& sp) {
-    std::lock_guard lock(sp.mu);
-    // Nothing is left to wait for: the reset tore down the device work that
-    // pending frees waited for, and destroyed the events of their fences
-    // (so they are dropped, not destroyed).
-    detail::reclaim_synced(sp, ~std::uint64_t{0});
-    for (Block* b : sp.fenced) {
-      sp.pending_bytes[b->segment->kind] -= b->size;
-      sp.pending.sub(b->size);
-      detail::make_free(sp, b);
-    }
-    sp.fenced.clear();
-    UpstreamResult ignored;
-    for (Segment* seg = sp.segments; seg;) {
-      Segment* next = seg->next_in_pool;
-      // (An expandable range never grown holds nothing; it stays for reuse.)
-      if (seg->first && !survives_reset(sp, seg)) {
-        // The application's blocks here died with the reset (cudaMalloc
-        // memory): out of the live table, then the whole segment goes.
-        std::vector<Block*> live;
-        for (Block* b = seg->first; b; b = b->next)
-          if (b->state == detail::BlockState::allocated) live.push_back(b);
-        for (Block* b : live) {
-          detail::unaccount_live(sp, b);
-          detail::make_free(sp, b);
-        }
-        // Ordinary segments were freed by the reset itself; an expandable
-        // range was not, so the pool unmaps and returns it.
-        release_segment(sp, seg, &ignored, /*freed_by_reset=*/!seg->expandable);
-      } else if (sp.stream_ordered) {
-        // Surviving stream memory: device-wide blocks borrowed into it by
-        // the ladder were cudaMalloc's, which the reset destroyed.
-        std::vector<Block*> borrowed;
-        for (Block* b = seg->first; b; b = b->next)
-          if (b->state == detail::BlockState::allocated && !b->stream_ordered) borrowed.push_back(b);
-        for (Block* b : borrowed) {
-          detail::unaccount_live(sp, b);
-          detail::make_free(sp, b);
-        }
-      }
-      seg = next;
-    }
-    if (!sp.stream_ordered) return;
-    // Every stream of the context was destroyed: what survives in a stream's
-    // sub-pool is freed in no stream's order any more (stream_destroyed).
-    if (!sp.orphan) {
-      sp.orphan = true;
-      orphans_.push_back(&sp);
-    }
-    release_free(sp, kUnlimited, &ignored);
-    if (sp.expandable && detail::segment_is_free(sp.expandable)) release_expandable(sp, sp.expandable, &ignored);
-  });
-  streams_.clear();
-  stream_generation_.fetch_add(1, std::memory_order_acq_rel);
-  peak_reserved_.store(reserved_total_.load());
 }
 
 PoolStats DevicePool::Impl::stats() const {

@@ -1,5 +1,12 @@
-// DevicePool's state and the ladder. See the design notes at the top of
-// include/cumemtrace/pool/device_pool.h.
+// DevicePool's state, shared by the files that implement it:
+//   device_pool.cpp   routing to sub-pools, allocate and free (the hot path),
+//                     queries, statistics, segment records
+//   expandable.cpp    expandable segments (virtual memory grown in pages)
+//   release.cpp       giving memory back: reclaiming pending frees, releasing
+//                     free segments
+//   oom_ladder.cpp    the out-of-memory ladder and its report
+//   device_reset.cpp  what a device reset leaves
+// See the design notes at the top of include/cumemtrace/pool/device_pool.h.
 #pragma once
 
 #include <array>
@@ -160,5 +167,25 @@ class DevicePool::Impl {
   std::atomic<std::uint64_t> ooms_{0};
   std::size_t device_total_ = 0;  // upstream_mu_; 0 until asked
 };
+
+// x + y, or kUnlimited where that would overflow.
+inline std::size_t saturating_add(std::size_t a, std::size_t b) { return a > kUnlimited - b ? kUnlimited : a + b; }
+
+// Every sub-pool made so far, without the stream lock (sub_pools_ is
+// append-only).
+template <class Fn>
+void DevicePool::Impl::for_each_sub_pool(Fn fn) const {
+  const std::size_t n = sub_pool_count_.load(std::memory_order_acquire);
+  for (std::size_t i = 0; i < n; ++i) fn(*sub_pools_[i].load(std::memory_order_acquire));
+}
+
+// Inline: finish() asks it for every allocation.
+inline bool DevicePool::Impl::survives_reset(const SubPool& sp, const Segment* seg) const {
+  // Stream-ordered memory and cuMemCreate'd pages are not the context's
+  // (upstream.h cites CUDA 13's notes). An expandable range of a device-wide
+  // sub-pool survives too, but its blocks were cudaMalloc's, which the
+  // application must see destroyed: device_reset gives it back.
+  return seg->stream_ordered_memory || (seg->expandable && sp.stream_ordered);
+}
 
 }  // namespace cumemtrace::pool

@@ -5,7 +5,7 @@
 #include <unistd.h>
 
 #include "cumemtrace/demangle.h"
-#include "process_facts.h"
+#include "record/process_facts.h"
 
 namespace cumemtrace::preload {
 

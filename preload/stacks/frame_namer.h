@@ -11,7 +11,7 @@
 #include <string>
 #include <unordered_map>
 
-#include "line_buffer.h"
+#include "common/line_buffer.h"
 #include "stacks/perf_map.h"
 
 namespace cumemtrace::preload {

@@ -1,7 +1,7 @@
 #include "stacks/stack_recorder.h"
 
 #include "cumemtrace/trace_format.h"
-#include "diagnostics.h"
+#include "common/diagnostics.h"
 
 namespace cumemtrace::preload {
 namespace {

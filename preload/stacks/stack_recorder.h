@@ -14,7 +14,7 @@
 #include "stacks/frame_namer.h"
 #include "stacks/frame_walker.h"
 #include "stacks/stack_table.h"
-#include "trace_writer.h"
+#include "trace/trace_writer.h"
 
 namespace cumemtrace::preload {
 

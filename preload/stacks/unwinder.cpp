@@ -9,7 +9,7 @@
 #include <algorithm>
 #include <cstdint>
 
-#include "diagnostics.h"
+#include "common/diagnostics.h"
 #include "stacks/frame_walker.h"
 
 #ifndef CUMEMTRACE_LIBUNWIND_SONAME

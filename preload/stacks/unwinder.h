@@ -17,7 +17,7 @@
 // unwinder: slower, same stacks.
 #pragma once
 
-#include "config.h"
+#include "config/config.h"
 #include "stacks/stack_recorder.h"
 
 namespace cumemtrace::preload {

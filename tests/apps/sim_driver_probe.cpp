@@ -91,7 +91,7 @@ void address_free_while_mapped() {
 // The preload's caching pool takes stream-ordered segments with
 // cuMemAllocAsync, and their stream can be gone when it gives them back:
 // what does the driver's pool count as used after cuMemFree, after
-// cuMemFreeAsync, and after what the pool does (preload/pool_upstream.cpp)?
+// cuMemFreeAsync, and after what the pool does (preload/pool/glue/driver_upstream.cpp)?
 void stream_ordered_accounting() {
   CUdevice dev = 0;
   SIM_CU_OK(cuDeviceGet(&dev, 0));

@@ -21,7 +21,7 @@
 #include "cumemtrace/analyzer/report.h"
 #include "cumemtrace/analyzer/trace_reader.h"
 #include "../support/event_digest.h"
-#include "line_parser.h"
+#include "read/line_parser.h"
 
 namespace {
 

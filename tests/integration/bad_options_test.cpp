@@ -4,7 +4,7 @@
 // the program runs as it does without cumemtrace, a bad value costs one
 // warning line naming the option and leaves the default in force (the
 // header's `config` says so), and the trace is complete and readable.
-// preload_config_test.cpp checks the parser's messages word by word; this
+// tests/unit/preload/config/config_test.cpp checks the parser's messages word by word; this
 // checks that nothing between the environment and the trace breaks.
 #include <gtest/gtest.h>
 
@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "config.h"
+#include "config/config.h"
 #include "integration_support.h"
 
 using namespace cumemtrace::testing;

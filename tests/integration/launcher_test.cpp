@@ -177,7 +177,7 @@ TEST(PreloadLibrary, NeedsNoCudaLibraryAndExportsOnlyHooks) {
     // entry point (looked up by NVTX in the library NVTX_INJECTION64_PATH
     // names), dlsym under glibc's two versions, and those version
     // definitions; and the process-lifecycle functions that keep the trace
-    // whole (preload/signal_hooks.cpp, preload/flush_on_exec.cpp).
+    // whole (preload/signals/sigaction_hooks.cpp, preload/hooks/exec.cpp).
     static const std::set<std::string> kLifecycle = {"sigaction", "signal", "bsd_signal", "execve",
                                                      "execv",     "execvp", "execvpe",    "execl",
                                                      "execlp",    "execle", "fexecve",    "execveat"};

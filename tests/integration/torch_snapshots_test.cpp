@@ -13,8 +13,8 @@
 #include "cumemtrace/analyzer/analysis.h"
 #include "cumemtrace/analyzer/trace_reader.h"
 #include "test_support.h"
-#include "torch_import.h"
-#include "torch_pickle.h"
+#include "torch/snapshot_import.h"
+#include "torch/pickle_reader.h"
 
 namespace cumemtrace::analyzer {
 namespace {

@@ -7,7 +7,7 @@
 #include <string>
 
 #include "cumemtrace/analyzer/trace_event.h"
-#include "line_parser.h"
+#include "read/line_parser.h"
 
 namespace cumemtrace::test {
 

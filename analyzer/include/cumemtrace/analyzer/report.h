@@ -10,6 +10,7 @@
 
 #include "cumemtrace/analyzer/analysis.h"
 #include "cumemtrace/analyzer/trace_reader.h"
+#include "cumemtrace/analyzer/units.h"  // format_hex, which the reports print
 
 namespace cumemtrace::analyzer {
 
@@ -32,8 +33,5 @@ std::string render_text_report(const TraceReader& reader, const Analysis& analys
 
 nlohmann::ordered_json render_json_report(const TraceReader& reader, const Analysis& analysis,
                                           const ReportOptions& options = {});
-
-// "0x7f3a00200000"
-std::string format_hex(std::uint64_t value);
 
 }  // namespace cumemtrace::analyzer

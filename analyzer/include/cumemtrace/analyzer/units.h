@@ -11,6 +11,9 @@ namespace cumemtrace::analyzer {
 // "512 B", "1.50 MiB", "80.00 GiB": binary units, two decimals.
 std::string format_bytes(std::uint64_t bytes);
 
+// "0x7f3a00200000"
+std::string format_hex(std::uint64_t value);
+
 // Nanoseconds since the trace started, as seconds: "1.234567 s".
 std::string format_seconds(std::uint64_t ns);
 

@@ -1,0 +1,349 @@
+#include "commands/replay.h"
+
+#include <algorithm>
+#include <cctype>
+#include <charconv>
+#include <cmath>
+#include <memory>
+#include <unordered_map>
+
+#include "cumemtrace/analyzer/analysis.h"
+#include "cumemtrace/analyzer/trace_reader.h"
+#include "cumemtrace/analyzer/units.h"
+#include "cumemtrace/pool/device_pool.h"
+#include "cumemtrace/pool/simulated_upstream.h"
+
+namespace cumemtrace::analyzer {
+
+namespace {
+
+using pool::kUnlimited;
+
+// A trace's pointers become slots: numbers reused once freed.
+class SlotTable {
+ public:
+  std::uint32_t take() {
+    if (!free_.empty()) {
+      const std::uint32_t slot = free_.back();
+      free_.pop_back();
+      return slot;
+    }
+    return next_++;
+  }
+  void give_back(std::uint32_t slot) { free_.push_back(slot); }
+  std::uint32_t count() const { return next_; }
+
+ private:
+  std::vector<std::uint32_t> free_;
+  std::uint32_t next_ = 0;
+};
+
+bool in_device_pool(format::MemoryKind kind) {
+  return kind != format::MemoryKind::managed && kind != format::MemoryKind::host_pinned;
+}
+
+}  // namespace
+
+ReplayTrace load_replay_trace(const std::string& path) {
+  ReplayTrace trace;
+  trace.path = path;
+  TraceReader reader(path);
+  trace.pool_mode = reader.header().pool;
+  Analysis analysis;  // the trace's own figures
+  SlotTable slots;
+  std::vector<std::unordered_map<std::uint64_t, std::uint32_t>> live;  // per device: ptr -> slot
+  auto device_index = [&](int dev) -> std::uint16_t {
+    for (std::size_t i = 0; i < trace.devices.size(); ++i) {
+      if (trace.devices[i].dev == dev) return static_cast<std::uint16_t>(i);
+    }
+    if (trace.devices.size() >= UINT16_MAX) throw TraceError(path + ": more than 65535 devices");
+    trace.devices.push_back({dev, 0});
+    live.emplace_back();
+    return static_cast<std::uint16_t>(trace.devices.size() - 1);
+  };
+  auto free_slot = [&](std::uint16_t device, std::uint32_t slot, const TraceEvent& e) {
+    ReplayOp op;
+    op.type = e.stream ? ReplayOp::Type::free_async : ReplayOp::Type::free;
+    op.device = device;
+    op.slot = slot;
+    op.stream = e.stream.value_or(0);
+    trace.ops.push_back(op);
+    slots.give_back(slot);
+  };
+
+  while (const TraceEvent* e = reader.next()) {
+    analysis.consume(*e);
+    switch (e->ev) {
+      case format::Event::device: trace.devices[device_index(e->dev)].total = e->total; break;
+      case format::Event::alloc: {
+        if (!in_device_pool(e->memory_kind)) {
+          ++trace.skipped_kind;
+          break;
+        }
+        const std::uint16_t device = device_index(e->dev);
+        auto& by_ptr = live[device];
+        if (const auto it = by_ptr.find(e->ptr); it != by_ptr.end()) {
+          // The free of the previous allocation here was lost (a dropped
+          // event); it must have happened before this alloc.
+          ++trace.lost_frees;
+          free_slot(device, it->second, *e);
+          by_ptr.erase(it);
+        }
+        ReplayOp op;
+        op.type = e->stream ? ReplayOp::Type::alloc_async : ReplayOp::Type::alloc;
+        op.device = device;
+        op.slot = slots.take();
+        op.size = e->size;
+        op.stream = e->stream.value_or(0);
+        trace.ops.push_back(op);
+        by_ptr.emplace(e->ptr, op.slot);
+        ++trace.allocs;
+        break;
+      }
+      case format::Event::free: {
+        if (!in_device_pool(e->memory_kind)) {
+          ++trace.skipped_kind;
+          break;
+        }
+        const std::uint16_t device = device_index(e->dev);
+        auto& by_ptr = live[device];
+        const auto it = by_ptr.find(e->ptr);
+        if (it == by_ptr.end()) {
+          ++trace.unknown_frees;
+          break;
+        }
+        free_slot(device, it->second, *e);
+        by_ptr.erase(it);
+        ++trace.frees;
+        break;
+      }
+      default: break;
+    }
+  }
+  // Devices in ordinal order, whatever order the trace met them in.
+  std::vector<std::uint16_t> order(trace.devices.size());
+  for (std::size_t i = 0; i < order.size(); ++i) order[i] = static_cast<std::uint16_t>(i);
+  std::sort(order.begin(), order.end(),
+            [&](std::uint16_t a, std::uint16_t b) { return trace.devices[a].dev < trace.devices[b].dev; });
+  std::vector<std::uint16_t> new_index(order.size());
+  std::vector<ReplayDevice> sorted(order.size());
+  for (std::size_t i = 0; i < order.size(); ++i) {
+    new_index[order[i]] = static_cast<std::uint16_t>(i);
+    sorted[i] = trace.devices[order[i]];
+  }
+  trace.devices = std::move(sorted);
+  for (ReplayOp& op : trace.ops) op.device = new_index[op.device];
+
+  trace.slots = slots.count();
+  trace.trace_peak_reserved = analysis.total().reserved.peak;
+  trace.trace_peak_allocated = analysis.total().allocated.peak;
+  trace.truncated = reader.stats().truncated;
+  return trace;
+}
+
+namespace {
+
+// Reserved memory, kept exactly from the pool's segment callbacks (they also
+// fire inside the out-of-memory ladder, between a release and a retry).
+struct ReservedTracker {
+  std::vector<std::size_t> current;
+  std::vector<std::size_t> peak;
+  std::size_t total = 0;
+  std::size_t total_peak = 0;
+  bool total_peak_moved = false;
+};
+
+class ReplayObserver final : public pool::PoolObserver {
+ public:
+  ReplayObserver(ReservedTracker& tracker, std::size_t index) : tracker_(tracker), index_(index) {}
+  void on_segment_alloc(int, pool::DevicePtr, std::size_t size) override {
+    const std::size_t now = tracker_.current[index_] += size;
+    tracker_.peak[index_] = std::max(tracker_.peak[index_], now);
+    tracker_.total += size;
+    if (tracker_.total > tracker_.total_peak) {
+      tracker_.total_peak = tracker_.total;
+      tracker_.total_peak_moved = true;
+    }
+  }
+  void on_segment_free(int, pool::DevicePtr, std::size_t size) override {
+    tracker_.current[index_] -= size;
+    tracker_.total -= size;
+  }
+
+ private:
+  ReservedTracker& tracker_;
+  std::size_t index_;
+};
+
+// All devices' pools as one, for the pooled fragmentation metrics.
+pool::FragmentationMetrics pooled_fragmentation(const std::vector<std::unique_ptr<pool::DevicePool>>& pools) {
+  pool::PoolStats sum;
+  for (const auto& p : pools) {
+    const pool::PoolStats s = p->stats();
+    sum.allocated += s.allocated;
+    sum.requested += s.requested;
+    sum.reserved += s.reserved;
+    sum.cached_free += s.cached_free;
+    sum.pending_free += s.pending_free;
+    sum.largest_free = std::max(sum.largest_free, s.largest_free);
+    sum.free_blocks += s.free_blocks;
+    sum.inactive_split += s.inactive_split;
+  }
+  return pool::fragmentation_of(sum);
+}
+
+}  // namespace
+
+ReplayResult replay(const ReplayTrace& trace, const ReplayOptions& options) {
+  const std::size_t n = trace.devices.size();
+  ReservedTracker reserved;
+  reserved.current.assign(n, 0);
+  reserved.peak.assign(n, 0);
+  std::vector<std::unique_ptr<pool::SimulatedUpstream>> upstreams;
+  std::vector<std::unique_ptr<ReplayObserver>> observers;
+  std::vector<std::unique_ptr<pool::DevicePool>> pools;
+  ReplayResult result;
+  result.devices.resize(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    const ReplayDevice& d = trace.devices[i];
+    const std::size_t capacity = options.capacity.value_or(d.total > 0 ? d.total : kUnlimited);
+    upstreams.push_back(std::make_unique<pool::SimulatedUpstream>(capacity));
+    observers.push_back(std::make_unique<ReplayObserver>(reserved, i));
+    pools.push_back(std::make_unique<pool::DevicePool>(*upstreams[i], options.config, d.dev, observers[i].get()));
+    result.devices[i].dev = d.dev;
+    result.devices[i].capacity = capacity;
+  }
+
+  struct Live {
+    pool::DevicePtr ptr = 0;
+    std::size_t size = 0;
+    std::size_t block = 0;
+    bool failed = false;
+  };
+  std::vector<Live> slots(trace.slots);
+  std::vector<std::size_t> allocated(n, 0), allocated_blocks(n, 0);
+  std::size_t total_allocated = 0, total_blocks = 0;
+
+  for (const ReplayOp& op : trace.ops) {
+    pool::DevicePool& p = *pools[op.device];
+    DeviceReplay& dr = result.devices[op.device];
+    Live& live = slots[op.slot];
+    switch (op.type) {
+      case ReplayOp::Type::alloc:
+      case ReplayOp::Type::alloc_async: {
+        reserved.total_peak_moved = false;
+        const pool::Allocation a = op.type == ReplayOp::Type::alloc ? p.allocate(op.size)
+                                                                      : p.allocate_async(op.size, op.stream);
+        ++result.allocs;
+        if (!a.ok()) {
+          live = Live{0, 0, 0, true};
+          ++result.ooms;
+          ++dr.ooms;
+          break;
+        }
+        live = Live{a.ptr, op.size, a.block, false};
+        allocated[op.device] += op.size;
+        allocated_blocks[op.device] += a.block;
+        total_allocated += op.size;
+        total_blocks += a.block;
+        dr.peak_allocated = std::max(dr.peak_allocated, allocated[op.device]);
+        dr.peak_allocated_blocks = std::max(dr.peak_allocated_blocks, allocated_blocks[op.device]);
+        result.peak_allocated = std::max(result.peak_allocated, total_allocated);
+        result.peak_allocated_blocks = std::max(result.peak_allocated_blocks, total_blocks);
+        if (reserved.total_peak_moved) result.at_peak = pooled_fragmentation(pools);
+        break;
+      }
+      case ReplayOp::Type::free:
+      case ReplayOp::Type::free_async: {
+        if (live.failed) {
+          ++result.frees_of_failed;
+          live = Live{};
+          break;
+        }
+        if (live.ptr != 0) {  // a zero-byte allocation has no pointer to free
+          const pool::FreeResult f =
+              op.type == ReplayOp::Type::free ? p.free(live.ptr) : p.free_async(live.ptr, op.stream);
+          if (f.status != pool::FreeStatus::ok) ++result.invalid_frees;
+        }
+        allocated[op.device] -= live.size;
+        allocated_blocks[op.device] -= live.block;
+        total_allocated -= live.size;
+        total_blocks -= live.block;
+        live = Live{};
+        break;
+      }
+    }
+  }
+
+  result.peak_reserved = reserved.total_peak;
+  result.at_end = pooled_fragmentation(pools);
+  for (std::size_t i = 0; i < n; ++i) {
+    DeviceReplay& dr = result.devices[i];
+    dr.peak_reserved = reserved.peak[i];
+    dr.end = pools[i]->stats();
+    result.upstream_allocs += dr.end.upstream_allocs;
+    result.upstream_frees += dr.end.upstream_frees;
+    result.synchronizes += dr.end.synchronizes;
+  }
+  return result;
+}
+
+MinCapacity find_min_capacity(const ReplayTrace& trace, const pool::PoolConfig& config, std::size_t granularity) {
+  MinCapacity out;
+  ReplayOptions options;
+  options.config = config;
+  options.capacity = kUnlimited;
+  const ReplayResult unlimited = replay(trace, options);
+  ++out.replays;
+  std::size_t peak_live = 0, peak_reserved = 0;
+  for (const DeviceReplay& d : unlimited.devices) {
+    peak_live = std::max(peak_live, d.peak_allocated);
+    peak_reserved = std::max(peak_reserved, d.peak_reserved);
+  }
+  out.peak_live = peak_live;
+  if (unlimited.ooms > 0) return out;  // not even an unlimited device: nothing to search
+  if (peak_live == 0) {
+    out.found = true;
+    return out;
+  }
+  auto runs = [&](std::size_t capacity) {
+    options.capacity = capacity;
+    ++out.replays;
+    return replay(trace, options).ooms == 0;
+  };
+  // Invariant: `low` fails, `high` runs. Below the peak of live bytes
+  // nothing can run; the unlimited replay's peak usually runs (but policy
+  // may depend on the capacity, so check, and widen if it does not).
+  std::size_t low = peak_live > granularity ? (peak_live - 1) / granularity * granularity : 0;
+  std::size_t high = (peak_reserved + granularity - 1) / granularity * granularity;
+  high = std::max(high, low + granularity);
+  for (int widen = 0; !runs(high); ++widen) {
+    if (widen == 8) return out;
+    low = high;
+    high *= 2;
+  }
+  while (high - low > granularity) {
+    const std::size_t mid = low + (high - low) / granularity / 2 * granularity;
+    if (runs(mid)) high = mid;
+    else low = mid;
+  }
+  out.capacity = high;
+  out.found = true;
+  return out;
+}
+
+std::optional<std::size_t> parse_capacity(std::string_view text) {
+  std::size_t start = 0;
+  std::size_t end = text.size();
+  while (start < end && std::isspace(static_cast<unsigned char>(text[start]))) ++start;
+  while (end > start && std::isspace(static_cast<unsigned char>(text[end - 1]))) --end;
+  if (text.substr(start, end - start) == "unlimited") return pool::kUnlimited;
+  return parse_size(text);  // units.h: the one size syntax of every option
+}
+
+pool::PoolConfigParse parse_replay_pool_conf(std::string_view text) {
+  if (text == "pytorch") return pool::PoolConfigParse{pool::pytorch_pool_config(), {}};
+  return pool::parse_pool_config(text);
+}
+
+}  // namespace cumemtrace::analyzer

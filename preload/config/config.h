@@ -1,0 +1,97 @@
+// The one table of CUMEMTRACE_* options, read once when the library loads.
+// A bad value gets one clear warning and the option's default. Adding an
+// option is one member here (with its default) and one entry in kOptions
+// (config.cpp); the header's `config` echo and the warnings follow from it.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "cumemtrace/pool/pool_config.h"
+#include "cumemtrace/trace_format.h"
+#include "common/line_buffer.h"
+
+namespace cumemtrace::preload {
+
+// CUMEMTRACE_FORK: what a child forked without exec records.
+enum class ForkMode : std::uint8_t {
+  trace,  // its own trace file, named from the template with the child's pid
+  off,    // nothing: the child runs untraced
+};
+
+struct Config {
+  // CUMEMTRACE_OUTPUT: path template of the trace (%p pid, %h host, %r rank,
+  // %t start time, %% a percent sign); a .zst suffix compresses.
+  std::string output_template{format::kDefaultOutputTemplate};
+  // CUMEMTRACE_BUFFER_KB: bytes each thread buffers before the background
+  // writer is woken to write them out.
+  std::size_t buffer_kb = 256;
+  // CUMEMTRACE_FLUSH_MS: the longest a recorded event waits before it is
+  // handed to the kernel, so a process killed with SIGKILL loses at most
+  // this much.
+  std::uint32_t flush_ms = 200;
+  // CUMEMTRACE_FORK: see ForkMode.
+  ForkMode fork = ForkMode::trace;
+  // CUMEMTRACE_STACKS: deepest call stack recorded per event (frames of the
+  // application, innermost first); 0 turns stack capture off.
+  unsigned stacks = 32;
+  // CUMEMTRACE_UNWINDER: how stacks are walked. `cfi` (default) reads the
+  // unwind tables itself and remembers each thread's recent walks
+  // (stacks/frame_walker.h), handing what it cannot walk to libunwind;
+  // `libunwind` walks every stack with libunwind alone.
+  enum class Unwinder : unsigned char { cfi, libunwind };
+  Unwinder unwinder = Unwinder::cfi;
+
+  // CUMEMTRACE_POOL: `caching` (default) serves device memory from our
+  // instrumented caching pool; `passthrough` forwards every call, so the
+  // trace shows the application's own allocator (DESIGN.md).
+  enum class PoolMode : unsigned char { caching, passthrough };
+  PoolMode pool = PoolMode::caching;
+  // CUMEMTRACE_POOL_CONF: the pool's policy, PYTORCH_CUDA_ALLOC_CONF syntax
+  // (pool_config.h). Bad entries are warned about and keep their defaults.
+  pool::PoolConfig pool_config;
+  // CUMEMTRACE_POOL_SAMPLE_MS: at most one `pool` sample per device this
+  // often (taken on the allocation path), and one at the end. Ten a second:
+  // a sample is one short line and a few relaxed loads per sub-pool, and it
+  // resolves the reserved-memory timeline of a training step finely enough.
+  std::size_t pool_sample_ms = 100;
+};
+
+// "caching" / "passthrough", as the header's `pool` field says.
+const char* pool_mode_name(Config::PoolMode mode);
+
+// How options are looked up: getenv in the library, a map in the unit tests.
+using EnvLookup = std::function<const char*(const char* name)>;
+
+// Parses every option; warns (through `warn`) about bad values and unknown
+// CUMEMTRACE_* names found in `environ_names`.
+Config parse_config(const EnvLookup& lookup, const char* const* environ_names);
+
+// The process's configuration, parsed on first use (the library constructor).
+const Config& config();
+
+// {"output":"…","buffer_kb":256,…} — every option in force, for the header's
+// `config` object.
+void append_config_json(LineBuffer& out, const Config& config);
+
+// The environment variable of every option in the table, in table order
+// (the bad-input tests give each of them garbage).
+std::vector<std::string_view> option_names();
+
+// Whether `name` is an option this library or another part of cumemtrace
+// reads (no "unknown option" warning for it).
+bool is_known_option(std::string_view name);
+
+// What is wrong with `value` for the option named `env`, in the words of the
+// warning the library would print ("a whole number of milliseconds in
+// [1, 600000]" expected), or nullopt if the table takes it. Options the
+// table does not parse are not checked. `cumemtrace run` validates its
+// flags with this, so the launcher and the library never disagree.
+std::optional<std::string> option_value_problem(std::string_view env, std::string_view value);
+
+}  // namespace cumemtrace::preload

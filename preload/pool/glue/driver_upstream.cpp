@@ -1,0 +1,330 @@
+#include "pool/glue/driver_upstream.h"
+
+#include <cuda.h>
+
+#include "hooks/real_cuda.h"
+
+namespace cumemtrace::preload {
+namespace {
+
+using pool::DevicePtr;
+using pool::UpstreamResult;
+
+// The real driver functions, each resolved on first use (NextSymbol: the
+// definition after ours, or the libcuda.so.1 a runtime opened privately).
+// Explicit ABI names: cuda.h's macros map cuMemAlloc to cuMemAlloc_v2 etc.
+#define CUMEMTRACE_DRIVER_FN(NAME, SYMBOL) NextSymbol<decltype(&::SYMBOL)> NAME{#SYMBOL}
+struct Driver {
+  CUMEMTRACE_DRIVER_FN(ctx_get_current, cuCtxGetCurrent);
+  CUMEMTRACE_DRIVER_FN(ctx_get_device, cuCtxGetDevice);
+  CUMEMTRACE_DRIVER_FN(ctx_push, cuCtxPushCurrent_v2);
+  CUMEMTRACE_DRIVER_FN(ctx_pop, cuCtxPopCurrent_v2);
+  CUMEMTRACE_DRIVER_FN(ctx_synchronize, cuCtxSynchronize);
+  CUMEMTRACE_DRIVER_FN(device_get, cuDeviceGet);
+  CUMEMTRACE_DRIVER_FN(primary_retain, cuDevicePrimaryCtxRetain);
+  CUMEMTRACE_DRIVER_FN(primary_release, cuDevicePrimaryCtxRelease_v2);
+  CUMEMTRACE_DRIVER_FN(mem_alloc, cuMemAlloc_v2);
+  CUMEMTRACE_DRIVER_FN(mem_free, cuMemFree_v2);
+  CUMEMTRACE_DRIVER_FN(mem_get_info, cuMemGetInfo_v2);
+  // Stream-ordered segments (optional: CUDA 11.2 and later).
+  CUMEMTRACE_DRIVER_FN(mem_alloc_async, cuMemAllocAsync);
+  CUMEMTRACE_DRIVER_FN(mem_free_async, cuMemFreeAsync);
+  CUMEMTRACE_DRIVER_FN(event_create, cuEventCreate);
+  CUMEMTRACE_DRIVER_FN(event_record, cuEventRecord);
+  CUMEMTRACE_DRIVER_FN(event_query, cuEventQuery);
+  CUMEMTRACE_DRIVER_FN(event_destroy, cuEventDestroy_v2);
+  // Virtual memory, for expandable segments only.
+  CUMEMTRACE_DRIVER_FN(granularity, cuMemGetAllocationGranularity);
+  CUMEMTRACE_DRIVER_FN(address_reserve, cuMemAddressReserve);
+  CUMEMTRACE_DRIVER_FN(address_free, cuMemAddressFree);
+  CUMEMTRACE_DRIVER_FN(mem_create, cuMemCreate);
+  CUMEMTRACE_DRIVER_FN(mem_release, cuMemRelease);
+  CUMEMTRACE_DRIVER_FN(mem_map, cuMemMap);
+  CUMEMTRACE_DRIVER_FN(mem_unmap, cuMemUnmap);
+  CUMEMTRACE_DRIVER_FN(set_access, cuMemSetAccess);
+
+  bool core_loaded() {
+    return ctx_get_current.get() && ctx_get_device.get() && ctx_push.get() && ctx_pop.get() &&
+           ctx_synchronize.get() && device_get.get() && primary_retain.get() && primary_release.get() &&
+           mem_alloc.get() && mem_free.get() && mem_get_info.get() && event_create.get() &&
+           event_record.get() && event_query.get() && event_destroy.get();
+  }
+  bool vmm_loaded() {
+    return granularity.get() && address_reserve.get() && address_free.get() && mem_create.get() &&
+           mem_release.get() && mem_map.get() && mem_unmap.get() && set_access.get();
+  }
+};
+#undef CUMEMTRACE_DRIVER_FN
+
+Driver& driver() {
+  static Driver d;  // constant-initialised: usable from any hook at any time
+  return d;
+}
+
+// Runs the calls in its scope in `ctx`: pushed unless it is current already.
+class InContext {
+ public:
+  explicit InContext(void* ctx) {
+    Driver& d = driver();
+    CUcontext current = nullptr;
+    if (d.ctx_get_current.get()(&current) == CUDA_SUCCESS && current == ctx) return;
+    pushed_ = d.ctx_push.get()(static_cast<CUcontext>(ctx)) == CUDA_SUCCESS;
+  }
+  ~InContext() {
+    if (!pushed_) return;
+    CUcontext popped = nullptr;
+    driver().ctx_pop.get()(&popped);
+  }
+  InContext(const InContext&) = delete;
+  InContext& operator=(const InContext&) = delete;
+
+ private:
+  bool pushed_ = false;
+};
+
+UpstreamResult result_of(CUresult rc) {
+  if (rc == CUDA_SUCCESS) return UpstreamResult::success();
+  if (rc == CUDA_ERROR_OUT_OF_MEMORY) return UpstreamResult::out_of_memory(rc);
+  return UpstreamResult::failure(rc);
+}
+
+thread_local const char* last_segment_api_ = "cuMemAlloc_v2";
+thread_local char per_thread_stream_marker_ = 0;
+
+// The driver's stream for a pool stream handle. Our per-thread marker is the
+// calling thread's own per-thread default stream (the pool calls the
+// upstream from the thread that allocates or frees on it); false for
+// another thread's marker.
+bool driver_stream(pool::StreamHandle stream, CUstream* out) {
+  if (stream & 1u) {
+    if (stream != per_thread_stream_handle()) return false;
+    *out = CU_STREAM_PER_THREAD;
+    return true;
+  }
+  *out = reinterpret_cast<CUstream>(stream);
+  return true;
+}
+
+CUmemAllocationProp device_allocation(int cu_device) {
+  CUmemAllocationProp prop{};
+  prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+  prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  prop.location.id = cu_device;
+  return prop;
+}
+
+}  // namespace
+
+bool current_context_device(int* dev) {
+  const auto get_device = driver().ctx_get_device.get();
+  CUdevice d = 0;
+  // Fails with CUDA_ERROR_INVALID_CONTEXT when none is current.
+  if (!get_device || get_device(&d) != CUDA_SUCCESS) return false;
+  *dev = d;
+  return true;
+}
+
+void* current_context() {
+  const auto get_current = driver().ctx_get_current.get();
+  CUcontext c = nullptr;
+  if (!get_current || get_current(&c) != CUDA_SUCCESS) return nullptr;
+  return c;
+}
+
+std::uintptr_t per_thread_stream_handle() {
+  return reinterpret_cast<std::uintptr_t>(&per_thread_stream_marker_) | 1u;
+}
+
+std::unique_ptr<DriverUpstream> DriverUpstream::create(int dev, bool vmm) {
+  Driver& d = driver();
+  if (!d.core_loaded()) return nullptr;
+  CUdevice cu = 0;
+  CUcontext primary = nullptr;
+  if (d.device_get.get()(&cu, dev) != CUDA_SUCCESS) return nullptr;
+  if (d.primary_retain.get()(&primary, cu) != CUDA_SUCCESS) return nullptr;
+  std::unique_ptr<DriverUpstream> up(new DriverUpstream(dev, cu, primary));
+  if (vmm && d.vmm_loaded()) {
+    const CUmemAllocationProp prop = device_allocation(cu);
+    size_t granularity = 0;
+    InContext in(primary);
+    if (d.granularity.get()(&granularity, &prop, CU_MEM_ALLOC_GRANULARITY_RECOMMENDED) == CUDA_SUCCESS) {
+      up->granularity_ = granularity;
+    }
+  }
+  return up;
+}
+
+// The retained primary context is not released: the pool is destroyed only
+// at exit (or never), when calling the driver is unsafe.
+DriverUpstream::~DriverUpstream() = default;
+
+const char* DriverUpstream::last_segment_api() { return last_segment_api_; }
+
+UpstreamResult DriverUpstream::allocate(std::size_t size, DevicePtr* ptr) {
+  InContext in(primary_);
+  CUdeviceptr p = 0;
+  const CUresult rc = driver().mem_alloc.get()(&p, size);
+  if (rc == CUDA_SUCCESS) {
+    *ptr = static_cast<DevicePtr>(p);
+    last_segment_api_ = "cuMemAlloc_v2";
+  }
+  return result_of(rc);
+}
+
+UpstreamResult DriverUpstream::release(DevicePtr ptr, std::size_t) {
+  // cuMemFree synchronises the context before it frees (CUDA runtime API,
+  // "API synchronization behavior"), as the pool's safety rule requires.
+  InContext in(primary_);
+  return result_of(driver().mem_free.get()(static_cast<CUdeviceptr>(ptr)));
+}
+
+bool DriverUpstream::has_stream_ordered_segments() { return driver().mem_alloc_async.get() != nullptr; }
+
+UpstreamResult DriverUpstream::allocate_stream_ordered(std::size_t size, pool::StreamHandle stream,
+                                                       DevicePtr* ptr) {
+  CUstream s = nullptr;
+  if (!driver_stream(stream, &s)) return UpstreamResult::failure(CUDA_ERROR_INVALID_HANDLE);
+  InContext in(primary_);
+  CUdeviceptr p = 0;
+  // From the pool current to the stream's device, as the application's own
+  // cudaMallocAsync / cuMemAllocAsync would have been.
+  const CUresult rc = driver().mem_alloc_async.get()(&p, size, s);
+  if (rc == CUDA_SUCCESS) {
+    *ptr = static_cast<DevicePtr>(p);
+    last_segment_api_ = "cuMemAllocAsync";
+  }
+  return result_of(rc);
+}
+
+UpstreamResult DriverUpstream::release_stream_ordered(DevicePtr ptr, std::size_t) {
+  // Wait for earlier work first, as release() promises, then free on the
+  // legacy stream: the segment's own stream may be gone (destroyed, reset).
+  // Not cuMemFree: it takes stream-ordered memory, but on driver 580 the
+  // pool then goes on counting it as used (cudaMemPoolAttrUsedMemCurrent,
+  // which is PyTorch's memory_allocated() under backend:cudaMallocAsync):
+  // tests/apps/sim_driver_probe, run on an H100 by scripts/gpu-check.sh.
+  // The memory goes back to the driver's pool, which keeps what its release
+  // threshold lets it keep, exactly as it would have kept the application's
+  // own cudaFreeAsync'd memory.
+  Driver& d = driver();
+  InContext in(primary_);
+  if (const CUresult rc = d.ctx_synchronize.get()(); rc != CUDA_SUCCESS) return result_of(rc);
+  if (auto free_async = d.mem_free_async.get()) {
+    return result_of(free_async(static_cast<CUdeviceptr>(ptr), CU_STREAM_LEGACY));
+  }
+  return result_of(d.mem_free.get()(static_cast<CUdeviceptr>(ptr)));
+}
+
+UpstreamResult DriverUpstream::memory_info(std::size_t* free_bytes, std::size_t* total_bytes) {
+  InContext in(primary_);
+  size_t f = 0, t = 0;
+  const CUresult rc = driver().mem_get_info.get()(&f, &t);
+  if (rc == CUDA_SUCCESS) {
+    *free_bytes = f;
+    *total_bytes = t;
+  }
+  return result_of(rc);
+}
+
+UpstreamResult DriverUpstream::synchronize() {
+  InContext in(primary_);
+  return result_of(driver().ctx_synchronize.get()());
+}
+
+UpstreamResult DriverUpstream::record_fence(pool::StreamHandle stream, pool::FenceHandle* fence) {
+  CUstream s = nullptr;
+  if (!driver_stream(stream, &s)) return UpstreamResult::failure(CUDA_ERROR_INVALID_HANDLE);
+  Driver& d = driver();
+  InContext in(primary_);
+  CUevent event = nullptr;
+  // No timing: the cheapest event to record and query (cuEventCreate).
+  CUresult rc = d.event_create.get()(&event, CU_EVENT_DISABLE_TIMING);
+  if (rc != CUDA_SUCCESS) return result_of(rc);
+  rc = d.event_record.get()(event, s);
+  if (rc != CUDA_SUCCESS) {
+    d.event_destroy.get()(event);
+    return result_of(rc);
+  }
+  *fence = reinterpret_cast<pool::FenceHandle>(event);
+  return UpstreamResult::success();
+}
+
+pool::FenceState DriverUpstream::query_fence(pool::FenceHandle fence) {
+  // cuEventQuery needs no current context.
+  switch (driver().event_query.get()(reinterpret_cast<CUevent>(fence))) {
+    case CUDA_SUCCESS: return pool::FenceState::complete;
+    case CUDA_ERROR_NOT_READY: return pool::FenceState::pending;
+    default: return pool::FenceState::error;
+  }
+}
+
+void DriverUpstream::destroy_fence(pool::FenceHandle fence) {
+  driver().event_destroy.get()(reinterpret_cast<CUevent>(fence));
+}
+
+// ---- virtual memory (expandable segments) ------------------------------------
+
+UpstreamResult DriverUpstream::reserve_range(std::size_t size, DevicePtr* base) {
+  InContext in(primary_);
+  CUdeviceptr p = 0;
+  const CUresult rc = driver().address_reserve.get()(&p, size, granularity_, 0, 0);
+  if (rc == CUDA_SUCCESS) *base = static_cast<DevicePtr>(p);
+  return result_of(rc);
+}
+
+UpstreamResult DriverUpstream::release_range(DevicePtr base, std::size_t size) {
+  InContext in(primary_);
+  return result_of(driver().address_free.get()(static_cast<CUdeviceptr>(base), size));
+}
+
+// One physical allocation per page: the pool unmaps any granularity-aligned
+// part of what it mapped, and cuMemUnmap takes only whole mappings. Each
+// handle is released as soon as it is mapped; the driver frees the memory
+// when it is unmapped (cuMemRelease).
+UpstreamResult DriverUpstream::map(DevicePtr addr, std::size_t size) {
+  Driver& d = driver();
+  InContext in(primary_);
+  const CUmemAllocationProp prop = device_allocation(cu_device_);
+  CUmemAccessDesc access{};
+  access.location = prop.location;
+  access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+  for (std::size_t done = 0; done < size; done += granularity_) {
+    const CUdeviceptr page = static_cast<CUdeviceptr>(addr + done);
+    CUmemGenericAllocationHandle handle = 0;
+    CUresult rc = d.mem_create.get()(&handle, granularity_, &prop, 0);
+    if (rc == CUDA_SUCCESS) {
+      rc = d.mem_map.get()(page, granularity_, 0, handle, 0);
+      d.mem_release.get()(handle);
+      if (rc == CUDA_SUCCESS) {
+        rc = d.set_access.get()(page, granularity_, &access, 1);
+        if (rc != CUDA_SUCCESS) d.mem_unmap.get()(page, granularity_);
+      }
+    }
+    if (rc != CUDA_SUCCESS) {
+      // Leave nothing half-made: the pool knows only whole successes.
+      if (done != 0) unmap_pages(addr, done);
+      return result_of(rc);
+    }
+  }
+  last_segment_api_ = "cuMemMap";
+  return UpstreamResult::success();
+}
+
+UpstreamResult DriverUpstream::unmap(DevicePtr addr, std::size_t size) {
+  InContext in(primary_);
+  // Work issued before the free may still use these pages, and unmapping
+  // does not wait for it (unlike cuMemFree).
+  if (const CUresult rc = driver().ctx_synchronize.get()(); rc != CUDA_SUCCESS) return result_of(rc);
+  return unmap_pages(addr, size);
+}
+
+UpstreamResult DriverUpstream::unmap_pages(DevicePtr addr, std::size_t size) {
+  UpstreamResult first = UpstreamResult::success();
+  for (std::size_t done = 0; done < size; done += granularity_) {
+    const CUresult rc = driver().mem_unmap.get()(static_cast<CUdeviceptr>(addr + done), granularity_);
+    if (rc != CUDA_SUCCESS && first.ok()) first = result_of(rc);
+  }
+  return first;
+}
+
+}  // namespace cumemtrace::preload

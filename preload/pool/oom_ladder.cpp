@@ -1,0 +1,138 @@
+// DevicePool: the out-of-memory ladder (DESIGN.md, "Out-of-memory ladder"):
+// what the pool does when neither its cache nor the upstream can serve a
+// request: release whole free segments everywhere, synchronise and release
+// everything cached, borrow from another sub-pool, and finally explain the
+// failure (OomReport: fragmentation or capacity). Also PyTorch's
+// garbage_collection_threshold, which releases before the pool grows.
+#include "device_pool_impl.h"
+
+#include <algorithm>
+#include <vector>
+
+namespace cumemtrace::pool {
+
+// PyTorch's garbage_collection_threshold: above the fraction of the device,
+// cached free segments of this sub-pool go back before the pool grows, so a
+// long-running job's cache does not starve other processes on the device.
+void DevicePool::Impl::garbage_collect(SubPool& sp, std::size_t needed) {
+  if (config_.garbage_collection_threshold <= 0.0) return;
+  const std::size_t total = device_total();
+  if (total == 0 || total == kUnlimited) return;
+  const auto limit = static_cast<std::size_t>(config_.garbage_collection_threshold * static_cast<double>(total));
+  const std::size_t after = saturating_add(reserved_total_.load(std::memory_order_relaxed), needed);
+  if (after <= limit) return;
+  UpstreamResult ignored;
+  release_free(sp, after - limit, &ignored);
+}
+
+Allocation DevicePool::Impl::out_of_memory_ladder(SubPool& sp, PoolKind kind, std::size_t size,
+                                                  std::size_t rounded, bool stream_ordered,
+                                                  StreamHandle stream, UpstreamResult error) {
+  // One thread at a time walks the ladder: the steps below lock every
+  // sub-pool in turn, and two threads releasing at once would only race
+  // each other for the same memory.
+  std::lock_guard slow(slow_mu_);
+  for (int step = 0; step < 2; ++step) {
+    // Step 1: whole free segments everywhere go back (the upstream's release
+    // waits for the device). Step 2: synchronise first, so every pending
+    // free becomes free, then release everything cached.
+    if (step == 1) synchronize_device();
+    release_everywhere();
+    std::lock_guard lock(sp.mu);
+    reclaim(sp);
+    error = UpstreamResult::success();
+    Block* f = fit(sp, kind, rounded, &error);
+    if (!f && error.ok()) f = grow(sp, kind, rounded, &error);
+    if (f) return finish(sp, f, rounded, size, stream_ordered);
+    if (error.status != UpstreamStatus::out_of_memory) return Allocation{0, 0, error, {}};
+  }
+  if (Allocation borrowed = borrow_from_other_sub_pools(sp, kind, size, rounded, stream_ordered); borrowed.ptr) {
+    return borrowed;
+  }
+  Allocation failed{0, 0, error, make_report(size, rounded, stream_ordered, stream, error)};
+  ooms_.fetch_add(1, std::memory_order_relaxed);
+  if (observer_) observer_->on_oom(*failed.oom);
+  return failed;
+}
+
+// The ladder's last step: a free block in another sub-pool, in a segment
+// that still holds live blocks (so no step above could give its memory
+// back). Without it a program with many streams or threads runs out of
+// memory while much of its device sits cached in sub-pools it cannot use,
+// where the driver takes from the whole device: the soak test
+// (tests/apps/soak.cpp, 16 threads with their per-thread streams on a
+// 512 MiB device) failed a 1 MiB cudaMallocAsync with 300 MiB cached free,
+// which the bare program never did. The block is taken under its sub-pool's
+// lock after a device synchronisation, so the work done with it before its
+// free has finished; it stays that sub-pool's block (a stream's free of it
+// is then a free in another stream's order there, reusable once its fence
+// completes). A device-wide request may take from any sub-pool (a reset
+// destroys its block wherever it lies: finish(), device_reset()); a
+// stream's only from another stream's, since a reset spares stream-ordered
+// memory and would not spare it in a device-wide segment.
+Allocation DevicePool::Impl::borrow_from_other_sub_pools(const SubPool& sp, PoolKind kind, std::size_t size,
+                                                         std::size_t rounded, bool stream_ordered) {
+  Allocation borrowed;
+  for_each_sub_pool([&](SubPool& other) {
+    if (borrowed.ptr != 0 || &other == &sp || (stream_ordered && !other.stream_ordered)) return;
+    std::lock_guard lock(other.mu);
+    reclaim(other);
+    UpstreamResult error;
+    Block* f = fit(other, kind, rounded, &error);
+    if (f && synchronize_device().ok()) borrowed = finish(other, f, rounded, size, stream_ordered);
+  });
+  return borrowed;
+}
+
+void DevicePool::Impl::release_everywhere() {
+  for_each_sub_pool([this](SubPool& other) {
+    std::lock_guard lock(other.mu);
+    reclaim(other);
+    UpstreamResult ignored;
+    release_free(other, kUnlimited, &ignored);
+  });
+}
+
+UpstreamResult DevicePool::Impl::synchronize_device() {
+  const std::uint64_t ticket = sync_begun_.fetch_add(1) + 1;
+  UpstreamResult r;
+  {
+    std::lock_guard lock(upstream_mu_);
+    r = upstream_.synchronize();
+  }
+  synchronizes_.fetch_add(1, std::memory_order_relaxed);
+  if (r.ok()) device_synchronized(ticket);
+  return r;
+}
+
+OomReport DevicePool::Impl::make_report(std::size_t size, std::size_t rounded, bool stream_ordered,
+                                        StreamHandle stream, UpstreamResult error) {
+  const PoolStats s = stats();
+  OomReport r;
+  r.device = device_;
+  r.size = size;
+  r.block = rounded;
+  r.allocated = s.allocated;
+  r.reserved = s.reserved;
+  r.cached_free = s.cached_free;
+  r.largest_free = s.largest_free;
+  {
+    std::lock_guard lock(upstream_mu_);
+    std::size_t free_bytes = 0, total = 0;
+    if (upstream_.memory_info(&free_bytes, &total).ok()) {
+      r.device_free = free_bytes;
+      r.device_total = total;
+    }
+  }
+  // Fragmentation: the memory existed in total (cached but scattered, plus
+  // what the driver still had) yet no contiguous block of it fit.
+  r.cause = saturating_add(r.cached_free, r.device_free) >= rounded ? OomCause::fragmentation
+                                                                    : OomCause::capacity;
+  r.stream_ordered = stream_ordered;
+  r.stream = stream_ordered ? stream : 0;
+  r.result = error;
+  r.fragmentation = fragmentation_of(s);
+  return r;
+}
+
+}  // namespace cumemtrace::pool
