@@ -3,9 +3,11 @@
 // live blocks never overlap across threads and that everything adds up.
 #include <gtest/gtest.h>
 
+#include <cctype>
 #include <map>
 #include <mutex>
 #include <random>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -31,7 +33,15 @@ class PoolThreadsTest : public ::testing::TestWithParam<ThreadsCase> {};
 INSTANTIATE_TEST_SUITE_P(Configs, PoolThreadsTest,
                          ::testing::Values(ThreadsCase{"device_shards:4", 4096 * MiB, 0},
                                            ThreadsCase{"device_shards:4,segment_policy:pytorch", 160 * MiB, 0},
-                                           ThreadsCase{"expandable_segments:true", 160 * MiB, 2 * MiB}));
+                                           ThreadsCase{"expandable_segments:true", 160 * MiB, 2 * MiB}),
+                         // Named by the setting (gtest would print the struct's
+                         // bytes, a string pointer among them: a new name per build).
+                         [](const ::testing::TestParamInfo<ThreadsCase>& info) {
+                           std::string name(info.param.conf);
+                           for (char& c : name)
+                             if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
+                           return name;
+                         });
 
 TEST_P(PoolThreadsTest, EightThreadsKeepBlocksDisjointAndCountersExact) {
   FakeUpstream up(GetParam().capacity, GetParam().vm_granularity);
