@@ -10,7 +10,7 @@
 #include "cumemtrace/output_template.h"
 #include "common/diagnostics.h"
 #include "trace/output_path.h"
-#include "record/process_facts.h"
+#include "common/process_facts.h"
 
 namespace cumemtrace::preload {
 namespace {

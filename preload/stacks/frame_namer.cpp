@@ -5,7 +5,7 @@
 #include <unistd.h>
 
 #include "cumemtrace/demangle.h"
-#include "record/process_facts.h"
+#include "common/process_facts.h"
 
 namespace cumemtrace::preload {
 

@@ -1,4 +1,4 @@
-#include "record/process_facts.h"
+#include "common/process_facts.h"
 
 #include <fcntl.h>
 #include <limits.h>

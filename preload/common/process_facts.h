@@ -1,4 +1,5 @@
-// Facts about this process for the trace header, read from /proc.
+// Facts about this process for the trace header and the frame namer, read
+// from /proc.
 #pragma once
 
 #include <string>
