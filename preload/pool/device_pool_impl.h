@@ -55,29 +55,28 @@ class DevicePool::Impl {
  private:
   static constexpr std::size_t kMaxSubPools = 4096;
 
-  // --- routing ---
+  // --- routing (device_pool.cpp) ---
   SubPool* device_pool_for(PoolKind kind);
   SubPool* stream_pool(StreamHandle stream);
   SubPool* add_sub_pool(bool stream_ordered, StreamHandle stream);  // streams_mu held
   // Locks and returns the sub-pool owning the segment that contains ptr;
   // null when no segment contains it.
   SubPool* lock_owner(DevicePtr ptr, std::unique_lock<FutexLock>& lock, Segment** segment) const;
-  // Bytes in sp's wholly free segments.
-  static std::size_t whole_free_bytes(const SubPool& sp);
-  void trim_to_release_threshold(SubPool& sp);
   template <class Fn>
   void for_each_sub_pool(Fn fn) const;
 
-  // --- slow paths (sub-pool lock held unless said otherwise) ---
+  // --- slow paths of allocate (device_pool.cpp; sub-pool lock held unless said otherwise) ---
   // Best fit after reclaiming what is safe, synchronising first when pending
   // memory could serve the request, then growing.
   Block* refill(SubPool& sp, PoolKind kind, std::size_t rounded, UpstreamResult* error);
   Block* grow(SubPool& sp, PoolKind kind, std::size_t rounded, UpstreamResult* error);
+  Allocation finish(SubPool& sp, Block* free_block, std::size_t rounded, std::size_t size,
+                    bool stream_ordered);
+
+  // --- expandable segments (expandable.cpp) ---
   // Best fit, with the block's pages mapped when it lies in an expandable
   // segment; null with *error set when mapping failed.
   Block* fit(SubPool& sp, PoolKind kind, std::size_t rounded, UpstreamResult* error);
-
-  // --- expandable segments (expandable.cpp) ---
   std::size_t expandable_va_size();
   // Extends sp's expandable segment (made on first use) so that a free block
   // of `rounded` bytes exists, mapped. Null with *error ok: no virtual memory
@@ -94,15 +93,21 @@ class DevicePool::Impl {
                  UpstreamResult* first_error);
   // A wholly free expandable segment: everything unmapped, the range returned.
   void release_expandable(SubPool& sp, Segment* seg, UpstreamResult* first_error);
+
+  // --- giving memory back (release.cpp) ---
   std::size_t reclaim(SubPool& sp);
   std::size_t reclaim_fences(SubPool& sp);
+  // Bytes in sp's wholly free segments.
+  static std::size_t whole_free_bytes(const SubPool& sp);
+  void trim_to_release_threshold(SubPool& sp);
   // Gives back whole free segments of sp (and free tails of expandable
   // ones) until `goal` bytes went back; returns the bytes released.
   std::size_t release_free(SubPool& sp, std::size_t goal, UpstreamResult* first_error);
   // freed_by_reset: the memory is gone already (a device reset freed it);
   // only the records and the observer are told.
   void release_segment(SubPool& sp, Segment* seg, UpstreamResult* first_error, bool freed_by_reset = false);
-  bool survives_reset(const SubPool& sp, const Segment* seg) const;
+
+  // --- the out-of-memory ladder (oom_ladder.cpp) ---
   void garbage_collect(SubPool& sp, std::size_t needed);
   // No lock held: the steps of the ladder that touch every sub-pool.
   Allocation out_of_memory_ladder(SubPool& sp, PoolKind kind, std::size_t size, std::size_t rounded,
@@ -113,10 +118,11 @@ class DevicePool::Impl {
   UpstreamResult synchronize_device();
   OomReport make_report(std::size_t size, std::size_t rounded, bool stream_ordered,
                         StreamHandle stream, UpstreamResult error);
-  Allocation finish(SubPool& sp, Block* free_block, std::size_t rounded, std::size_t size,
-                    bool stream_ordered);
 
-  // --- records ---
+  // --- device reset (device_reset.cpp; survives_reset inline below) ---
+  bool survives_reset(const SubPool& sp, const Segment* seg) const;
+
+  // --- records (device_pool.cpp) ---
   Segment* new_segment();                 // takes segments_mu
   void recycle_segment(Segment* segment);  // takes segments_mu
   bool register_segment(Segment* segment);  // radix insert, segments_mu
