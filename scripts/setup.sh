@@ -19,8 +19,10 @@ packages=(
                          # a Recommends of clang, and we install without those)
   heaptrack              # scripts/bench.sh's baseline (heaptrack_print, per-call cost)
   time                   # /usr/bin/time: scripts/bench_analyzer.sh's CPU time and peak RSS
+  valgrind               # scripts/bench.sh's instruction counts (callgrind) of the Python loop
   chromium               # the HTML report's browser tests (headless)
   libpng-dev             # reading those tests' screenshots
+  libpython3-dev         # tests/apps/python_embed: a program that embeds CPython
 )
 
 missing=()

@@ -74,6 +74,8 @@ struct Word {
 constexpr Word<ForkMode> kForkWords[] = {{"trace", ForkMode::trace}, {"off", ForkMode::off}};
 constexpr Word<Config::Unwinder> kUnwinderWords[] = {{"cfi", Config::Unwinder::cfi},
                                                      {"libunwind", Config::Unwinder::libunwind}};
+constexpr Word<Config::Python> kPythonWords[] = {{"auto", Config::Python::automatic},
+                                                 {"off", Config::Python::off}};
 constexpr Word<Config::PoolMode> kPoolWords[] = {{"caching", Config::PoolMode::caching},
                                                  {"passthrough", Config::PoolMode::passthrough}};
 
@@ -95,6 +97,18 @@ constexpr OptionSpec word(std::string_view env, std::string_view key, std::strin
               if (w.value == c.*Member) out.str(w.word);
             }
           }};
+}
+
+// A switch: 0 or 1, echoed as false or true.
+template <auto Member>
+constexpr OptionSpec on_off(std::string_view env, std::string_view key, std::string_view expected) {
+  return {env, key, expected,
+          [](Config& c, std::string_view text) {
+            if (text != "0" && text != "1") return false;
+            c.*Member = text == "1";
+            return true;
+          },
+          [](LineBuffer& out, const Config& c) { out.raw(c.*Member ? "true" : "false"); }};
 }
 
 // CUMEMTRACE_POOL_CONF, read by the pool's own parser: the good entries
@@ -134,6 +148,8 @@ constexpr OptionSpec kOptions[] = {
     number<&Config::stacks, 0, 256>("CUMEMTRACE_STACKS", "stacks",  // 256: StackTable::kMaxDepth
                                     "a stack depth in [0, 256] (0: no stacks)"),
     word<&Config::unwinder, kUnwinderWords>("CUMEMTRACE_UNWINDER", "unwinder", "'cfi' or 'libunwind'"),
+    word<&Config::python, kPythonWords>("CUMEMTRACE_PYTHON", "python", "'auto' or 'off'"),
+    on_off<&Config::free_stacks>("CUMEMTRACE_FREE_STACKS", "free_stacks", "'0' or '1'"),
     word<&Config::pool, kPoolWords>("CUMEMTRACE_POOL", "pool", "'caching' or 'passthrough'"),
     number<&Config::pool_sample_ms, 1, 3'600'000>("CUMEMTRACE_POOL_SAMPLE_MS", "pool_sample_ms",
                                                   "a whole number of milliseconds in [1, 3600000]"),
@@ -217,7 +233,7 @@ const Config& config() {
   return parsed;
 }
 
-void append_config_json(LineBuffer& out, const Config& c) {
+void append_config_json(LineBuffer& out, const Config& c, std::string_view extra) {
   char separator = '{';
   for (const auto& o : kOptions) {
     if (o.key.empty()) {
@@ -228,6 +244,7 @@ void append_config_json(LineBuffer& out, const Config& c) {
     o.echo(out, c);
     separator = ',';
   }
+  out.raw(extra);
   out.ch('}');
 }
 

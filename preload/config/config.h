@@ -46,6 +46,16 @@ struct Config {
   // `libunwind` walks every stack with libunwind alone.
   enum class Unwinder : unsigned char { cfi, libunwind };
   Unwinder unwinder = Unwinder::cfi;
+  // CUMEMTRACE_PYTHON: `auto` (default) merges the calling thread's Python
+  // frames (function, file, line) into every stack captured while it runs
+  // Python code, on CPython 3.9-3.14 (stacks/python_frames.h); `off` keeps
+  // native frames only.
+  enum class Python : unsigned char { automatic, off };
+  Python python = Python::automatic;
+  // CUMEMTRACE_FREE_STACKS: whether `free` lines carry a stack of their own.
+  // Off by default: only a bad free needs one, and its `error` line has it;
+  // on, each allocation pays for two captures.
+  bool free_stacks = false;
 
   // CUMEMTRACE_POOL: `caching` (default) serves device memory from our
   // instrumented caching pool; `passthrough` forwards every call, so the
@@ -77,7 +87,9 @@ const Config& config();
 
 // {"output":"…","buffer_kb":256,…} — every option in force, for the header's
 // `config` object.
-void append_config_json(LineBuffer& out, const Config& config);
+// `extra`: ,"key":value fields written at the end of the object (facts the
+// library learnt at run time, such as the Python interpreter it found).
+void append_config_json(LineBuffer& out, const Config& config, std::string_view extra = {});
 
 // The environment variable of every option in the table, in table order
 // (the bad-input tests give each of them garbage).

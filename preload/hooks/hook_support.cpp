@@ -25,7 +25,7 @@ std::atomic<Recorder*> g_recorder{nullptr};
 
 // The recorder a process, or a forked child, starts with.
 Recorder* make_recorder() {
-  return new Recorder(config(), &query_device_from_driver, native_stack_platform(config().unwinder));
+  return new Recorder(config(), &query_device_from_driver, native_stack_platform(config().unwinder, config().python));
 }
 
 }  // namespace

@@ -123,7 +123,11 @@ void Recorder::write_header() {
   header.ch(']');
   header.field("start_unix_ns", start_unix_ns_).field_plain("pool", pool_mode_name(config_.pool));
   header.key("config");
-  append_config_json(header, config_);
+  // Whether Python frames are walked, and why not where there is an
+  // interpreter they cannot be read from (an unsupported version or build).
+  LineBuffer python;
+  if (const std::string note = stacks_.python_note(); !note.empty()) python.field_str("python_frames", note);
+  append_config_json(header, config_, python.view());
   header.ch('}');
   if (!writer_.attach(fd, std::move(path), header)) open_failed_.store(true, std::memory_order_relaxed);
 }
@@ -179,7 +183,7 @@ void Recorder::emit_free(const char* api, std::uintptr_t ptr, const LiveAllocati
     return;
   }
   CompactEvent event = compact_event(format::Event::free, api, a.kind, a.dev, ptr, a.size, stream);
-  event.stack = stacks_.current_stack_id();
+  event.stack = free_stack_id();
   if (!a.pooled) event.optional |= CompactEvent::kWithSegmentTwin;
   writer_.emit_compact({event});
 }
@@ -197,7 +201,7 @@ FreeOutcome Recorder::on_free(const FreeFacts& f) {
     if (!r.last || !ensure_trace_open()) return outcome;
     CompactEvent event =
         compact_event(format::Event::free, f.api, format::MemoryKind::vmm, r.handle.dev, f.ptr, r.handle.size, {});
-    event.stack = stacks_.current_stack_id();
+    event.stack = free_stack_id();
     writer_.emit_compact({event});
     return outcome;
   }

@@ -179,6 +179,9 @@ class Recorder {
   // thread's stack, writing its `stack` event first if it is new. Called
   // only once the trace is open (the stack event must follow the header).
   [[gnu::always_inline]] void append_stack(LineBuffer& body) { body.field("stack", stacks_.current_stack_id()); }
+  // A free's own stack, only with CUMEMTRACE_FREE_STACKS=1: a bad free's
+  // `error` line carries its stack either way.
+  [[gnu::always_inline]] std::uint32_t free_stack_id() { return config_.free_stacks ? stacks_.current_stack_id() : 0; }
 
   const Config& config_;
   const DeviceQuery query_;

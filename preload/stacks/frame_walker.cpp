@@ -182,7 +182,8 @@ enum class WalkEnd { complete, unwalkable };
 // stack. `trace` is null when the walk is too deep to remember.
 __attribute__((no_sanitize("address", "thread"))) WalkEnd walk(std::uintptr_t pc, std::uintptr_t sp,
                                                                std::uintptr_t rbp, void** out, int max,
-                                                               int& count, WalkTrace* trace) {
+                                                               int& count, WalkTrace* trace,
+                                                               std::uintptr_t* slots) {
   const std::uintptr_t high = t_stack.high;
   int rbp_source = -1;  // -1: rbp as it was at the start; else the load that set it
   std::uintptr_t lookup = pc;
@@ -224,6 +225,7 @@ __attribute__((no_sanitize("address", "thread"))) WalkEnd walk(std::uintptr_t pc
       return WalkEnd::complete;
     }
     if (trace != nullptr) trace->slot[count] = cfa - sizeof(Word);
+    if (slots != nullptr) slots[count] = cfa - sizeof(Word);
     out[count++] = reinterpret_cast<void*>(return_address);
     lookup = return_address - 1;
   }
@@ -298,7 +300,8 @@ struct Registers {
   return r;
 }
 
-Capture capture_from(const Registers& start, void** out, int max, std::uint32_t owner) {
+Capture capture_from(const Registers& start, void** out, int max, std::uint32_t owner,
+                     std::uintptr_t* slots = nullptr) {
   if (max <= 0) return {};
   ThreadMemo* memo = thread_memo();
   if (t_stack.high == 0) [[unlikely]] learn_thread_stack();
@@ -313,19 +316,24 @@ Capture capture_from(const Registers& start, void** out, int max, std::uint32_t 
         continue;
       }
       ++memo->counters.remembered;
-      if (owner != 0 && (entry.note >> 32) == owner) return {kNoted, &entry.note};
+      const bool noted = owner != 0 && (entry.note >> 32) == owner;
+      if (noted && slots == nullptr) return {kNoted, &entry.note};
       for (int i = 0; i < entry.count; ++i) out[i] = reinterpret_cast<void*>(entry.check[i].value);
-      return {entry.count, &entry.note};
+      if (slots != nullptr) {
+        for (int i = 0; i < entry.count; ++i) slots[i] = entry.check[i].address;
+      }
+      return {entry.count, &entry.note, slots != nullptr, noted};
     }
   }
   WalkTrace trace;
   int count = 0;
-  if (walk(start.pc, start.sp, start.rbp, out, max, count, rememberable ? &trace : nullptr) != WalkEnd::complete) {
+  if (walk(start.pc, start.sp, start.rbp, out, max, count, rememberable ? &trace : nullptr, slots) !=
+      WalkEnd::complete) {
     return {fall_back(out, max, memo)};
   }
   if (memo != nullptr) ++memo->counters.walked;
   std::uint64_t* note = rememberable ? remember(*memo, start.pc, start.sp, start.rbp, max, out, count, trace) : nullptr;
-  return {count, note};
+  return {count, note, slots != nullptr};
 }
 
 }  // namespace
@@ -334,6 +342,10 @@ Capture capture_from(const Registers& start, void** out, int max, std::uint32_t 
 
 [[gnu::noinline]] Capture capture(void** out, int max, std::uint32_t owner) {
   return capture_from(here(), out, max, owner);
+}
+
+[[gnu::noinline]] Capture capture_with_slots(void** out, std::uintptr_t* slots, int max, std::uint32_t owner) {
+  return capture_from(here(), out, max, owner, slots);
 }
 
 }  // namespace cumemtrace::preload::frame_walker

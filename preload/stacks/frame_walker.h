@@ -52,9 +52,19 @@ int backtrace(void** out, int max);
 struct Capture {
   int count = 0;
   std::uint64_t* note = nullptr;
+  bool has_slots = false;  // capture_with_slots: `slots` were filled
+  bool noted = false;      // capture_with_slots: *note is this owner's (`out` is filled all the same)
 };
 constexpr int kNoted = -1;
 Capture capture(void** out, int max, std::uint32_t owner);
+
+// capture(), plus where on the stack each return address was read:
+// slots[i] is the address of out[i], just below the frame of the function
+// out[i] returns into. Python frames whose interpreter entry frame lives on
+// the C stack (3.12+) are placed by it (python_frames.h). Without
+// has_slots (the fallback walked) only `out` was filled. A stack noted by
+// this owner comes back whole too, with `noted` set (count is never kNoted).
+Capture capture_with_slots(void** out, std::uintptr_t* slots, int max, std::uint32_t owner);
 
 // What this thread's captures did (tests and benchmarks read them).
 struct Counters {

@@ -13,6 +13,7 @@
 
 #include "stacks/frame_namer.h"
 #include "stacks/frame_walker.h"
+#include "stacks/python_frames.h"
 #include "stacks/stack_table.h"
 #include "trace/trace_writer.h"
 
@@ -36,6 +37,9 @@ struct RawBacktraceRoute {
   // When set, used before `backtrace`: a capture that remembers stacks and
   // keeps a note (here: the stack's id) with each (frame_walker::capture).
   frame_walker::Capture (*noting)(void** out, int max, std::uint32_t owner) = nullptr;
+  // When set, used for stacks with Python frames: `noting` plus where each
+  // return address lay (frame_walker::capture_with_slots).
+  frame_walker::Capture (*with_slots)(void** out, std::uintptr_t* slots, int max, std::uint32_t owner) = nullptr;
 };
 
 // What the recorder's process provides for stacks; all null: no stacks.
@@ -48,6 +52,10 @@ struct StackPlatform {
   // frame (current_stack_id is inlined there), so the unwinder walks no
   // frame of a capture function: every frame costs it about the same.
   RawBacktraceRoute (*raw_backtrace)() = nullptr;
+  // When set, Python frames are merged into stacks captured while a thread
+  // runs Python code (python_frames.h): how the interpreter's symbols are
+  // found. Null: native stacks only (CUMEMTRACE_PYTHON=off).
+  python::SymbolLookup python_symbols = nullptr;
 };
 
 class StackRecorder {
@@ -62,6 +70,12 @@ class StackRecorder {
                 std::string perf_map_path = {});
 
   bool enabled() const { return enabled_; }
+
+  // What the header's config says about Python frames ("CPython 3.11.7
+  // (libpython3.11.so.1.0)", "native stacks only: …"); empty when the
+  // process has no interpreter or Python frames are off. Looks for the
+  // interpreter if no capture has yet.
+  std::string python_note();
 
   // Frames of ours above the application's that a raw backtrace may hold
   // (the hook, its helpers, the recorder), with room to spare.
@@ -81,6 +95,11 @@ class StackRecorder {
   [[gnu::always_inline]] std::uint32_t current_stack_id() {
     if (!enabled_) return 0;
     if (!prepared_.load(std::memory_order_acquire)) [[unlikely]] prepare();
+    // A process with a Python interpreter: one relaxed-cost load here, and a
+    // thread that runs no Python code leaves python_stack_id at once.
+    if (python::PythonFrames* python = python_.load(std::memory_order_acquire)) {
+      if (const std::uint32_t id = python_stack_id(*python); id != kNoPythonFrames) return id;
+    }
     std::uintptr_t ips[StackTable::kMaxDepth];
     std::size_t n = 0;
     if (backtrace_ == nullptr) {  // a capture function (tests), or none
@@ -138,6 +157,13 @@ class StackRecorder {
   }
   void grow_own_room(std::size_t own);
   std::uint32_t intern(std::span<const std::uintptr_t> ips);
+  // The id of a stack merged from this thread's native and Python frames,
+  // or kNoPythonFrames when it runs no Python code now. Not inlined (and the
+  // walker's memo note is not used): the native frames are the same for
+  // every Python call site since 3.11, so a note cannot stand for the stack.
+  static constexpr std::uint32_t kNoPythonFrames = UINT32_MAX;
+  [[gnu::noinline]] std::uint32_t python_stack_id(python::PythonFrames& python);
+  void detect_python();
   void write_stack_event(std::uint32_t id, std::span<const std::uintptr_t> ips);
 
   const std::size_t depth_;
@@ -146,6 +172,7 @@ class StackRecorder {
   // Set by prepare(), before prepared_.
   RawBacktrace backtrace_ = nullptr;
   frame_walker::Capture (*noting_)(void**, int, std::uint32_t) = nullptr;
+  frame_walker::Capture (*with_slots_)(void**, std::uintptr_t*, int, std::uint32_t) = nullptr;
   // This recorder's mark on the notes it keeps with remembered stacks: unique
   // in the process, so a forked child's recorder never takes its parent's ids.
   const std::uint32_t owner_;
@@ -161,6 +188,12 @@ class StackRecorder {
   std::once_flag prepare_once_;
   std::unique_ptr<StackTable> table_;
   std::atomic<bool> warned_full_{false};
+  // Python: looked for once, at the first capture or when the header asks.
+  const python::SymbolLookup python_symbols_;
+  std::once_flag python_once_;
+  std::unique_ptr<python::PythonFrames> python_owner_;
+  std::atomic<python::PythonFrames*> python_{nullptr};
+  std::string python_note_;  // set inside python_once_
 };
 
 }  // namespace cumemtrace::preload

@@ -149,6 +149,16 @@ bool symbol_table_lookup(std::uintptr_t address, std::string& mangled, std::uint
 #endif
 }
 
+// The interpreter's symbols, wherever it lives: the executable (a static
+// python3) or a libpython in the global scope. Our own dlsym entry hands
+// RTLD_DEFAULT straight to glibc's (hooks/dlsym.cpp). A name not found must
+// leave no error for the program's next dlerror().
+void* interpreter_symbol(const char* name) {
+  void* found = ::dlsym(RTLD_DEFAULT, name);
+  if (found == nullptr) ::dlerror();
+  return found;
+}
+
 RawBacktrace libunwind_or_libgcc() {
   const Unwinding& u = unwinding();
   return u.lib.backtrace ? u.lib.backtrace : &gcc_backtrace;
@@ -164,14 +174,15 @@ RawBacktraceRoute cfi_walker_route() {
   const Unwinding& u = unwinding();
   if (!frame_walker::available()) return libunwind_route();  // glibc < 2.35, or not x86-64
   frame_walker::set_fallback(libunwind_or_libgcc());
-  return {&frame_walker::backtrace, u.own.begin, u.own.end, &frame_walker::capture};
+  return {&frame_walker::backtrace, u.own.begin, u.own.end, &frame_walker::capture, &frame_walker::capture_with_slots};
 }
 
 }  // namespace
 
-StackPlatform native_stack_platform(Config::Unwinder unwinder) {
+StackPlatform native_stack_platform(Config::Unwinder unwinder, Config::Python python) {
   return StackPlatform{.symbol_table = &symbol_table_lookup,
-                       .raw_backtrace = unwinder == Config::Unwinder::cfi ? &cfi_walker_route : &libunwind_route};
+                       .raw_backtrace = unwinder == Config::Unwinder::cfi ? &cfi_walker_route : &libunwind_route,
+                       .python_symbols = python == Config::Python::automatic ? &interpreter_symbol : nullptr};
 }
 
 }  // namespace cumemtrace::preload

@@ -25,6 +25,7 @@ namespace cumemtrace::preload {
 // Capture and symbol lookup for the preload. Frames inside libcumemtrace.so
 // itself (the hook, the recorder, the capture) are left out of every stack.
 // `cfi`: stacks/frame_walker.h walks, libunwind takes what it cannot.
-StackPlatform native_stack_platform(Config::Unwinder unwinder);
+// `python`: automatic merges Python frames into stacks (python_frames.h).
+StackPlatform native_stack_platform(Config::Unwinder unwinder, Config::Python python);
 
 }  // namespace cumemtrace::preload

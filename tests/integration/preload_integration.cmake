@@ -33,5 +33,8 @@ add_dependencies(integration_tests cumemtrace cumemtrace_preload known_sequence 
   route_real_runtime_shared route_dlsym route_probe_local route_probe_early
   pool_reuse_after_free pool_fragmentation pool_reset oom_storm
   simcuda_runtime simcuda_driver)
+if(TARGET python_embed)
+  add_dependencies(integration_tests python_embed)
+endif()
 gtest_discover_tests(integration_tests TEST_PREFIX "integration." DISCOVERY_TIMEOUT 60
   PROPERTIES TIMEOUT 300)

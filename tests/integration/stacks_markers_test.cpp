@@ -4,6 +4,7 @@
 #include <limits.h>
 #include <stdlib.h>
 
+#include <filesystem>
 #include <map>
 #include <set>
 #include <sstream>
@@ -87,7 +88,8 @@ std::pair<std::uint64_t, std::uint64_t> symbol_range(const std::string& binary, 
 std::uint64_t hex(const json& value) { return std::stoull(value.get<std::string>(), nullptr, 16); }
 
 TEST(CallStacks, EachSiteIsNamedInnermostFirstWithoutCumemtraceFrames) {
-  const Traced t = trace_app("stack_sites");
+  // Free stacks on, so the frees' sites are checked too.
+  const Traced t = trace_app("stack_sites", {{"CUMEMTRACE_FREE_STACKS", "1"}});
   const auto sites = printed_sites(t.run.out);
   ASSERT_EQ(sites.size(), 6u) << t.run.out;
   EXPECT_EQ(t.lines.front()["config"]["stacks"], 32);
@@ -212,6 +214,74 @@ TEST(CallStacks, GeneratedCodeIsNamedFromThePerfMapAsItGrows) {
   }
 }
 
+// By default a free is not captured: its line says stack 0, while every
+// allocation keeps its stack (CUMEMTRACE_FREE_STACKS=1 above gives frees theirs).
+TEST(CallStacks, FreesCarryNoStackByDefault) {
+  const Traced t = trace_app("stack_sites");
+  EXPECT_EQ(t.lines.front()["config"]["free_stacks"], false);
+  int allocs = 0, frees = 0;
+  for (const json& line : t.lines) {
+    if (line["ev"] == "alloc") {
+      EXPECT_NE(line["stack"], 0) << line;
+      ++allocs;
+    } else if (line["ev"] == "free") {
+      EXPECT_EQ(line["stack"], 0) << line;
+      ++frees;
+    }
+  }
+  EXPECT_EQ(allocs, 6);
+  EXPECT_GE(frees, 1);
+}
+
+// A C++ program that embeds CPython (tests/apps/python_embed.cpp): its own
+// allocation before the interpreter starts has native frames only; the
+// plugin's allocations, made by the program's extension module, have the
+// plugin's Python frames between that module's frame and the program's
+// (native → Python → native), with the plugin's lines.
+TEST(CallStacks, AProgramThatEmbedsPythonGetsThePluginsFrames) {
+  if (!std::filesystem::exists(CUMEMTRACE_APPS_DIR "/python_embed")) {
+    GTEST_SKIP() << "python_embed was not built: no Debian libpython3.11 development files (scripts/setup.sh)";
+  }
+  const Traced t = trace_app("python_embed");
+  const std::string note = t.lines.front()["config"].value("python_frames", "");
+  EXPECT_TRUE(note.starts_with("CPython 3.11") && note.find("libpython3.11.so") != std::string::npos) << note;
+  int plugin_allocs = 0;
+  for (const json& line : t.lines) {
+    if (line["ev"] != "alloc") continue;
+    SCOPED_TRACE(line.dump());
+    const json& frames = t.stacks.at(line["stack"].get<std::uint64_t>());
+    std::vector<std::string> py;
+    std::vector<int> lines;
+    std::ptrdiff_t first_py = -1, last_py = -1, module_frame = -1, caller_frame = -1;
+    for (std::size_t i = 0; i < frames.size(); ++i) {
+      const json& f = frames[i];
+      if (f.value("py", false)) {
+        py.push_back(f["fn"]);
+        lines.push_back(f["line"]);
+        EXPECT_EQ(f["file"], "plugin.py");
+        if (first_py < 0) first_py = static_cast<std::ptrdiff_t>(i);
+        last_py = static_cast<std::ptrdiff_t>(i);
+      } else if (f["fn"].is_string()) {
+        const std::string fn = f["fn"];
+        if (fn.find("device_alloc") != std::string::npos && module_frame < 0) module_frame = static_cast<std::ptrdiff_t>(i);
+        if (fn.find("run_python") != std::string::npos) caller_frame = static_cast<std::ptrdiff_t>(i);
+      }
+    }
+    if (line["size"] == (3 << 20)) {
+      EXPECT_TRUE(py.empty()) << "an allocation made before the interpreter started";
+      continue;
+    }
+    ++plugin_allocs;
+    // 3.11: the list comprehension is a frame of its own.
+    EXPECT_EQ(py, (std::vector<std::string>{"load", "run_plugin.<locals>.<listcomp>", "run_plugin", "<module>"}));
+    EXPECT_EQ(lines, (std::vector<int>{3, 6, 6, 8}));
+    EXPECT_GE(module_frame, 0);
+    EXPECT_LT(module_frame, first_py) << "the extension module's frame is inner of the plugin's";
+    EXPECT_GT(caller_frame, last_py) << "the program's own frames are outer of the plugin's";
+  }
+  EXPECT_EQ(plugin_allocs, 2);
+}
+
 // The default CFI walker (stacks/frame_walker.h) and libunwind alone give
 // every allocation and free the same stack: the same frames, in order, and
 // the same ids. stack_perf_map's generated code has no CFI, so there the
@@ -234,7 +304,7 @@ TEST(CallStacks, TheCfiWalkerRecordsWhatLibunwindRecords) {
     std::vector<json> events[2];
     const char* unwinders[] = {"cfi", "libunwind"};
     for (int i = 0; i < 2; ++i) {
-      const Traced t = trace_app(app, {{"CUMEMTRACE_UNWINDER", unwinders[i]}});
+      const Traced t = trace_app(app, {{"CUMEMTRACE_UNWINDER", unwinders[i]}, {"CUMEMTRACE_FREE_STACKS", "1"}});
       EXPECT_EQ(t.lines.front()["config"]["unwinder"], unwinders[i]);
       for (const json& line : t.lines) {
         if (line["ev"] != "alloc" && line["ev"] != "free") continue;

@@ -248,6 +248,49 @@ TEST_F(FrameWalker, AnswersANoteOnlyToItsOwner) {
   EXPECT_EQ(other.count, first.count);  // another owner gets the frames
 }
 
+__attribute__((noinline)) walker::Capture slots_here(void** out, std::uintptr_t* slots, std::uint32_t owner) {
+  walker::Capture c = walker::capture_with_slots(out, slots, 32, owner);
+  asm volatile("" ::: "memory");
+  return c;
+}
+
+__attribute__((noinline)) walker::Capture slots_through(int depth, void** out, std::uintptr_t* slots,
+                                                        std::uint32_t owner) {
+  if (depth == 0) return slots_here(out, slots, owner);
+  walker::Capture c = slots_through(depth - 1, out, slots, owner);
+  asm volatile("" ::: "memory");  // not a tail call: every level keeps its frame
+  return c;
+}
+
+// Where each return address lay: inside the thread's stack, each caller's
+// above its callee's, and the word there is the frame (what the Python
+// frames' placement relies on, python_frames.h). Walked or remembered, and
+// noted: the frames and slots come back whole every time.
+TEST_F(FrameWalker, SaysWhereEachReturnAddressLay) {
+  for (int i = 0; i < 3; ++i) {
+    void* out[64];
+    std::uintptr_t slots[64];
+    const walker::Capture c = slots_through(4, out, slots, 9);
+    ASSERT_GT(c.count, 5);
+    ASSERT_TRUE(c.has_slots);
+    EXPECT_EQ(c.noted, i == 2) << "capture " << i;
+    // Frames still live (this test's and its callers'): the slot holds the frame.
+    volatile char here = 0;
+    int live = 0;
+    for (int k = 0; k < c.count; ++k) {
+      if (slots[k] > reinterpret_cast<std::uintptr_t>(&here)) {
+        EXPECT_EQ(*reinterpret_cast<void* const*>(slots[k]), out[k]) << "frame " << k;
+        ++live;
+      }
+      if (k > 0) {
+        EXPECT_GT(slots[k], slots[k - 1]) << "frame " << k;
+      }
+    }
+    EXPECT_GE(live, 2);
+    if (i == 1) *c.note = std::uint64_t{9} << 32 | 77;  // noted from the next capture on
+  }
+}
+
 // ---- the call-frame interpreter, on tables assembled by hand -------------
 
 class EhFrameBuilder {

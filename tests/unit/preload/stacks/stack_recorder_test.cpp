@@ -51,8 +51,10 @@ class StackRecorderTest : public ::testing::Test {
     g_captures = 0;
     g_last_max = 0;
   }
-  std::vector<json> record(unsigned depth, const std::vector<std::vector<std::uintptr_t>>& stacks) {
+  std::vector<json> record(unsigned depth, const std::vector<std::vector<std::uintptr_t>>& stacks,
+                           bool free_stacks = true) {
     Config c;
+    c.free_stacks = free_stacks;
     c.output_template = dir_ / "t.jsonl";
     c.buffer_kb = 64;
     c.stacks = depth;
@@ -101,6 +103,28 @@ TEST_F(StackRecorderTest, EachDistinctStackIsWrittenOnceBeforeItsFirstUse) {
                                                id_of[a], id_of[a], id_of[a], id_of[b], id_of[b]};
   EXPECT_EQ(used, expected);
   EXPECT_EQ(lines.front()["config"]["stacks"], 32);
+}
+
+// CUMEMTRACE_FREE_STACKS unset: a free is not captured at all (one capture
+// per allocation, not two), and its line says stack 0.
+TEST_F(StackRecorderTest, FreesCarryNoStackByDefault) {
+  const std::vector<std::uintptr_t> a = {0x1001, 0x2002, 0x3003};
+  const auto lines = record(32, {a, a, a}, Config{}.free_stacks);
+  int allocs = 0;
+  int frees = 0;
+  for (const auto& l : lines) {
+    if (l["ev"] == "alloc") {
+      EXPECT_NE(l["stack"], 0) << l;
+      ++allocs;
+    } else if (l["ev"] == "free") {
+      EXPECT_EQ(l["stack"], 0) << l;
+      ++frees;
+    }
+  }
+  EXPECT_EQ(allocs, 3);
+  EXPECT_EQ(frees, 3);
+  EXPECT_EQ(g_captures, 3);
+  EXPECT_EQ(lines.front()["config"]["free_stacks"], false);
 }
 
 TEST_F(StackRecorderTest, DepthLimitsTheFramesAskedForAndWritten) {
