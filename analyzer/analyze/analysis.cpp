@@ -29,6 +29,7 @@ void StackTable::add(const TraceEvent& e) {
   frames.reserve(e.frames.size());
   for (const StackFrame& f : e.frames) {
     OwnedFrame owned;
+    owned.py = f.py;
     owned.ip = f.ip;
     if (f.has_fn) owned.fn = std::string(f.fn);
     owned.module = f.module;

@@ -8,6 +8,7 @@
 
 #include "cumemtrace/analyzer/report.h"
 #include "analyze/report_figures.h"
+#include "analyze/stack_folding.h"
 
 namespace cumemtrace::analyzer::detail {
 
@@ -150,7 +151,7 @@ std::string erase_all(std::string s, std::string_view what) {
 
 // Frames are the same when every part that identifies them is.
 auto frame_key(const OwnedFrame& f) {
-  return std::tie(f.fn, f.file, f.line, f.module);
+  return std::tie(f.py, f.fn, f.file, f.line, f.module);
 }
 
 bool frame_less(const OwnedFrame& a, const OwnedFrame& b) {
@@ -172,7 +173,9 @@ std::size_t common_prefix(const std::vector<OwnedFrame>& a, const std::vector<Ow
   return n;
 }
 
-// "model.py:42", "train+0x1b136", "0x7f3a00001234"; "" when nothing is known.
+// "model.py:42" (a Python frame or a native one with its line), "model.py"
+// (a Python frame whose line is unknown), "train+0x1b136", "0x7f3a00001234";
+// "" when nothing is known.
 std::string location(const OwnedFrame& f) {
   if (!f.file.empty()) {
     std::string text(base_name(f.file));
@@ -181,6 +184,34 @@ std::string location(const OwnedFrame& f) {
   }
   if (!f.module.empty()) return std::string(base_name(f.module)) + "+" + format_hex(f.off.value_or(f.ip));
   return f.ip != 0 ? format_hex(f.ip) : std::string();
+}
+
+// The first frame from `depth` outwards that is the user's, else `depth`:
+// where two stacks part inside a framework (CPython's evaluation loop at
+// another address, another dispatch template), the program's own caller
+// past it says more ("device_alloc ← train_step (train.py:42)"). Labels
+// that then read alike grow as any others do.
+// The innermost frame, when it decides, names the site alone.
+std::size_t first_user_frame(const std::vector<OwnedFrame>& frames, std::size_t depth) {
+  if (depth == 0) return 0;
+  for (std::size_t i = depth; i < frames.size(); ++i) {
+    if (frame_owner(frames[i]) == FrameOwner::user) return i;
+  }
+  return depth;
+}
+
+// Where a label starts: the innermost frame, except in a stack whose
+// innermost frames are the way from Python into native code (libffi,
+// ctypes, CPython's call machinery): there the innermost Python frame,
+// which is what the program asked from ("device_alloc (train.py:21) ←
+// train_step (train.py:42)", not "libffi.so.8+0x6f7a ← …").
+std::size_t python_call_head(const std::vector<OwnedFrame>& frames) {
+  for (std::size_t i = 0; i < frames.size(); ++i) {
+    if (frames[i].py) return i;
+    const FrameOwner owner = frame_owner(frames[i]);
+    if (owner != FrameOwner::libffi && owner != FrameOwner::cpython) return 0;
+  }
+  return 0;
 }
 
 // How much a label shows; raised only for labels that would collide.
@@ -195,7 +226,9 @@ enum Level : int {
 
 std::string frame_text(const OwnedFrame& f, bool with_location, bool full_name) {
   const std::string name = !f.fn ? std::string() : full_name ? *f.fn : short_function_name(*f.fn);
-  const bool line_known = !f.file.empty() && f.line;
+  // A Python function is named by its file as much as by its name
+  // (`forward`, `<module>`), so a Python frame always shows it.
+  const bool line_known = !f.file.empty() && (f.line || f.py);
   const std::string where = with_location || line_known || name.empty() ? location(f) : std::string();
   if (name.empty()) return where.empty() ? std::string("??") : where;
   return where.empty() ? name : name + " (" + where + ")";
@@ -203,6 +236,7 @@ std::string frame_text(const OwnedFrame& f, bool with_location, bool full_name) 
 
 struct Distinct {
   const std::vector<OwnedFrame>* frames = nullptr;
+  std::size_t head = 0;              // the frame the label starts with (python_call_head)
   std::size_t deciding = 0;          // first frame no other stack shares with this one (with all before it)
   std::vector<std::size_t> parting;   // depths where it parts from the stacks its label collided with
   std::vector<std::size_t> branches;  // every depth where it parts from another stack, ascending
@@ -223,12 +257,12 @@ std::string render(const Distinct& d, bool has_tag) {
     if (d.level >= kParting) shown = d.parting;
     shown.push_back(d.deciding);
   }
-  const bool first_decides = std::find(shown.begin(), shown.end(), std::size_t{0}) != shown.end();
-  std::string label = frame_text(frames.front(), located && first_decides, full);
+  const bool first_decides = std::find(shown.begin(), shown.end(), d.head) != shown.end();
+  std::string label = frame_text(frames[d.head], located && first_decides, full);
   std::sort(shown.begin(), shown.end());
   shown.erase(std::unique(shown.begin(), shown.end()), shown.end());
   for (std::size_t depth : shown) {
-    if (depth == 0 || depth >= frames.size()) continue;
+    if (depth <= d.head || depth >= frames.size()) continue;
     label += kArrow;
     label += frame_text(frames[depth], located, full);
   }
@@ -304,7 +338,8 @@ std::vector<std::string> label_call_sites(const std::vector<const std::vector<Ow
   for (std::size_t j = 0; j < n; ++j) {
     const std::size_t before = j > 0 ? shared[j - 1] : 0;
     const std::size_t after = j + 1 < n ? shared[j] : 0;
-    distinct[j].deciding = std::max(before, after);
+    distinct[j].head = python_call_head(*distinct[j].frames);
+    distinct[j].deciding = first_user_frame(*distinct[j].frames, std::max({before, after, distinct[j].head}));
   }
 
   // Every depth where entry j parts from another: the running minima of the

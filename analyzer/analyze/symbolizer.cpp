@@ -124,6 +124,8 @@ FrameSymbolizer::Module* FrameSymbolizer::module_for(const std::string& path) {
 }
 
 void FrameSymbolizer::symbolize(OwnedFrame& frame) {
+  // A Python frame is named by the interpreter already, and has no address.
+  if (frame.py) return;
   // Generated code is named from a perf map (/tmp/perf-PID.map), no ELF file.
   if (frame.module.empty() || !frame.off || frame.module.ends_with(".map")) return;
   if (!frame.file.empty() && frame.line && frame.fn) return;

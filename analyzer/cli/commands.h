@@ -17,7 +17,8 @@ namespace cumemtrace::cli {
 struct RunArgs {
   std::string output;                // CUMEMTRACE_OUTPUT template, passed on
   // Passed on as CUMEMTRACE_POOL, _POOL_CONF, _STACKS, _FLUSH_MS, _FORK.
-  std::optional<std::string> pool, pool_conf, stacks, flush_ms, fork;
+  std::optional<std::string> pool, pool_conf, stacks, flush_ms, fork, python;
+  bool free_stacks = false;  // CUMEMTRACE_FREE_STACKS=1
   bool torch_tensors = false;        // PYTORCH_NO_CUDA_MEMORY_CACHING=1
   std::vector<std::string> command;  // the program and its arguments
   std::string check;                 // --check LIST, checked after the run
@@ -30,6 +31,7 @@ struct ReportArgs {
   std::string format = "text";
   std::string output;  // empty: standard output
   bool symbolize = false;  // file:line (and missing names) from the frames' object files
+  bool full_stacks = false;  // every frame as recorded, none folded (text and HTML)
 };
 CLI::App* add_report_command(CLI::App& app, ReportArgs& args);
 int report_command(const ReportArgs& args);

@@ -67,10 +67,12 @@ OneReport report_one(const std::string& path, const ReportArgs& args, bool with_
   spdlog::debug("{} bad lines, {} unknown events, {} unknown fields, truncated: {}", stats.bad_lines,
                 stats.unknown_events, stats.unknown_fields, stats.truncated);
   OneReport report;
-  if (want_json) report.json = analyzer::render_json_report(reader, analysis);
-  if (format == "text") report.text = analyzer::render_text_report(reader, analysis);
+  analyzer::ReportOptions report_options;
+  report_options.full_stacks = args.full_stacks;
+  if (want_json) report.json = analyzer::render_json_report(reader, analysis, report_options);
+  if (format == "text") report.text = analyzer::render_text_report(reader, analysis, report_options);
   if (format == "html" && several) report.timeline = std::move(timeline);
-  else if (format == "html") report.text = analyzer::render_html_report(report.json, *timeline, path);
+  else if (format == "html") report.text = analyzer::render_html_report(report.json, *timeline, path, args.full_stacks);
   return report;
 }
 
@@ -98,6 +100,9 @@ CLI::App* add_report_command(CLI::App& app, ReportArgs& args) {
   report->add_flag("--symbolize", args.symbolize,
                    "Name frames by file:line (and functions the trace left unnamed) from their object files' debug "
                    "information; files modified since the run are left as recorded");
+  report->add_flag("--full-stacks", args.full_stacks,
+                   "Print every stack frame as recorded; by default the program's own frames (Python lines, native "
+                   "code outside frameworks) are shown and runs of PyTorch, CPython, CUDA and C library frames folded");
   return report;
 }
 
@@ -131,7 +136,7 @@ int report_command(const ReportArgs& args) {
         }
       }
       label_processes(rows);
-      if (args.format == "html") text = render_html_multi_report(rows, pages);
+      if (args.format == "html") text = render_html_multi_report(rows, pages, args.full_stacks);
       else if (json) text = dump(render_json_multi(rows, std::move(reports)));
       else text = render_text_multi(rows, texts);
     }

@@ -149,6 +149,7 @@ constexpr ForwardedOption kForwarded[] = {
     {"--stacks", "CUMEMTRACE_STACKS", &RunArgs::stacks},
     {"--flush-ms", "CUMEMTRACE_FLUSH_MS", &RunArgs::flush_ms},
     {"--fork", "CUMEMTRACE_FORK", &RunArgs::fork},
+    {"--python", "CUMEMTRACE_PYTHON", &RunArgs::python},
 };
 
 // Sets the library's variables from the flags; false (after one line on
@@ -164,6 +165,7 @@ bool pass_options_on(const RunArgs& args, const std::string& library) {
     ::setenv(option.env, value->c_str(), 1);
   }
   if (!args.output.empty()) ::setenv(format::kEnvOutput, args.output.c_str(), 1);
+  if (args.free_stacks) ::setenv("CUMEMTRACE_FREE_STACKS", "1", 1);
   // Every allocation becomes a cudaMalloc of its own, so the trace is
   // tensor-level (DESIGN.md, the instrumented caching pool).
   if (args.torch_tensors) ::setenv("PYTORCH_NO_CUDA_MEMORY_CACHING", "1", 1);
@@ -256,6 +258,13 @@ CLI::App* add_run_command(CLI::App& app, RunArgs& args) {
       ->type_name("KEY:VALUE,...");
   run->add_option("--stacks", args.stacks, "Call stack depth recorded per event (default 32; 0: none)")
       ->type_name("DEPTH");
+  run->add_option("--python", args.python,
+                  "Python frames (function, file, line) in the stacks of a Python program: auto "
+                  "(default; CPython 3.9-3.14) or off")
+      ->type_name("auto|off");
+  run->add_flag("--free-stacks", args.free_stacks,
+                "Give each free its own call stack too (off by default: a bad free's error "
+                "event has its stack either way)");
   run->add_option("--flush-ms", args.flush_ms,
                   "Longest time an event waits before it is written (default 200): a killed "
                   "program loses at most this much")

@@ -389,9 +389,16 @@ bool Suppressions::suppresses(const Json& entry) const {
   };
   const auto frames = entry.find("frames");
   const bool has_frames = frames != entry.end() && frames->is_array();
+  // A Python frame's object file is its source file: `module:train.py`,
+  // `module:*/site-packages/*` reach Python frames as `module:libc10*` native ones.
+  const auto is_python = [](const Json& frame) {
+    const auto py = frame.find("py");
+    return py != frame.end() && py->is_boolean() && py->get<bool>();
+  };
   if (!module_patterns_.empty() && has_frames &&
       std::any_of(frames->begin(), frames->end(), [&](const Json& frame) {
-        const std::string* module = text_of(frame, "module");
+        if (!frame.is_object()) return false;
+        const std::string* module = text_of(frame, is_python(frame) ? "file" : "module");
         return module != nullptr && matches_module(*module);
       })) {
     return true;

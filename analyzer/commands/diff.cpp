@@ -4,10 +4,10 @@
 #include <cstdio>
 #include <cstdlib>
 #include <map>
-#include <set>
 #include <tuple>
 
 #include "cumemtrace/analyzer/units.h"
+#include "analyze/report_figures.h"
 #include "analyze/site_labels.h"
 
 namespace cumemtrace::analyzer {
@@ -120,22 +120,58 @@ std::optional<std::vector<SiteChange>> site_changes(const Json& base, const Json
   return changes;
 }
 
+// The frames a label shows for a site matched by its function names: the
+// names, and for a Python frame its file's base name (`forward (model.py)`:
+// lines move between two versions of a program, files seldom do). From the
+// report's `frames` where they name the same functions, else names alone.
+std::vector<OwnedFrame> label_frames(const Json& entry, const std::vector<std::string>& functions) {
+  std::vector<OwnedFrame> frames;
+  if (const auto list = entry.find("frames"); list != entry.end() && list->is_array()) {
+    for (const Json& frame : *list) {
+      if (!frame.is_object()) continue;
+      const auto fn = frame.find("fn");
+      if (fn == frame.end() || !fn->is_string()) continue;
+      OwnedFrame& f = frames.emplace_back();
+      f.fn = fn->get<std::string>();
+      const auto py = frame.find("py");
+      f.py = py != frame.end() && py->is_boolean() && py->get<bool>();
+      if (f.py) f.file = std::string(detail::base_name(frame.value("file", std::string())));
+    }
+  }
+  const bool same = frames.size() == functions.size() &&
+                    std::equal(frames.begin(), frames.end(), functions.begin(),
+                               [](const OwnedFrame& f, const std::string& name) { return *f.fn == name; });
+  if (!same) {
+    frames.clear();
+    for (const std::string& fn : functions) frames.emplace_back().fn = fn;
+  }
+  return frames;
+}
+
 // Labels that tell apart every site of both reports (a site is its function
-// names here, so the labeller sees frames that are names alone).
+// names here, so the labeller sees frames that are names alone, and the
+// files of Python frames).
 void label_sites(TraceDiff& diff, const Json& base, const Json& next) {
-  std::set<std::vector<std::string>> identities;
+  std::map<std::vector<std::string>, std::vector<OwnedFrame>> identities;
   for (const Json* report : {&base, &next}) {
     for (const char* key : {"leaks", "top_at_peak"}) {
-      if (const auto sites = sites_of(*report, key)) {
-        for (const auto& [functions, figures] : *sites) identities.insert(functions);
+      const auto list = report->find(key);
+      if (list == report->end() || !list->is_array()) continue;
+      for (const Json& entry : *list) {
+        if (!entry.is_object()) continue;
+        std::vector<std::string> functions = site_functions(entry);
+        if (!identities.contains(functions)) {
+          std::vector<OwnedFrame> frames = label_frames(entry, functions);
+          identities.emplace(std::move(functions), std::move(frames));
+        }
       }
     }
   }
-  std::vector<std::vector<std::string>> names(identities.begin(), identities.end());
+  std::vector<std::vector<std::string>> names;
   std::vector<std::vector<OwnedFrame>> stacks;
-  for (const std::vector<std::string>& functions : names) {
-    std::vector<OwnedFrame>& frames = stacks.emplace_back();
-    for (const std::string& fn : functions) frames.emplace_back().fn = fn;
+  for (auto& [functions, frames] : identities) {
+    names.push_back(functions);
+    stacks.push_back(std::move(frames));
   }
   std::vector<const std::vector<OwnedFrame>*> pointers;
   for (const auto& frames : stacks) pointers.push_back(&frames);

@@ -19,13 +19,13 @@ using detail::append_uint;
 enum Column : std::size_t {
   kT, kEv, kDev, kTid, kPtr, kSize, kBlock, kApi, kKind, kStream, kStack, kFunction, kName,
   kCause, kWhat, kAllocated, kReserved, kCachedFree, kLargestFree, kDeviceFree, kDeviceTotal,
-  kFreeBlocks, kInactiveSplit, kColumnCount
+  kFreeBlocks, kInactiveSplit, kPython, kColumnCount
 };
 
 constexpr std::array<std::string_view, kColumnCount> kHeader{
     "t", "ev", "dev", "tid", "ptr", "size", "block", "api", "kind", "stream", "stack", "function",
     "name", "cause", "what", "allocated", "reserved", "cached_free", "largest_free", "device_free",
-    "device_total", "free_blocks", "inactive_split"};
+    "device_total", "free_blocks", "inactive_split", "python"};
 
 // Builds one row: cells are set in column order, the ones not set stay empty.
 class Row {
@@ -106,6 +106,11 @@ void write_row(const TraceEvent& e, const StackTable& stacks, std::string& out) 
   if (e.ev == Event::pool) {
     row.uint(kFreeBlocks, e.free_blocks);
     row.uint(kInactiveSplit, e.inactive_split);
+  }
+  // Last, as columns are only added at the end.
+  if (has_stack && e.stack != 0) {
+    const std::string python = detail::innermost_python_frame(stacks.find(e.stack));
+    if (!python.empty()) row.text(kPython, python);
   }
   row.end();
 }

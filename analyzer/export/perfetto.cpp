@@ -170,6 +170,15 @@ class PerfettoWriter final : public TimelineSink {
     }
   }
 
+  // `"python":"train_step (/work/train.py:42)"`, the innermost Python
+  // frame, when the stack has one (a key added only then).
+  static void append_python(std::string& o, const StackTable& stacks, std::uint64_t stack) {
+    const std::string python = detail::innermost_python_frame(stacks.find(stack));
+    if (python.empty()) return;
+    o += ",\"python\":";
+    append_json_string(o, python);
+  }
+
   void on_oom(const TraceEvent& e, const StackTable& stacks) {
     see_thread(e.tid);
     begin_event("i", e.t, e.tid);
@@ -202,6 +211,7 @@ class PerfettoWriter final : public TimelineSink {
     }
     o += ",\"function\":";
     append_json_string(o, detail::innermost_function(stacks.find(e.stack)));
+    append_python(o, stacks, e.stack);
     o += "}}";
   }
 
@@ -219,6 +229,7 @@ class PerfettoWriter final : public TimelineSink {
     append_uint(o, e.stack);
     o += ",\"function\":";
     append_json_string(o, detail::innermost_function(stacks.find(e.stack)));
+    append_python(o, stacks, e.stack);
     o += "}}";
   }
 

@@ -66,6 +66,17 @@ void append_json_string(std::string& out, std::string_view value) {
   out += nlohmann::json(std::string(value)).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
+std::string innermost_python_frame(const std::vector<OwnedFrame>* frames) {
+  if (frames == nullptr) return {};
+  for (const OwnedFrame& f : *frames) {
+    if (!f.py) continue;
+    std::string text = f.fn.value_or("??") + " (" + f.file;
+    if (f.line) text += ":" + std::to_string(*f.line);
+    return text + ")";
+  }
+  return {};
+}
+
 std::string_view innermost_function(const std::vector<OwnedFrame>* frames) {
   if (frames == nullptr) return {};
   for (const OwnedFrame& f : *frames) {

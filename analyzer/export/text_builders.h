@@ -33,6 +33,12 @@ void append_json_string(std::string& out, std::string_view value);
 // The innermost frame with a function name, or "" when there is none.
 std::string_view innermost_function(const std::vector<OwnedFrame>* frames);
 
+// The innermost Python frame as "Trainer.train_step (/work/train.py:42)"
+// ("… (/work/train.py)" when its line is unknown), or "" when there is none:
+// the line of the program that allocated, where `function` is often
+// PyTorch's allocator.
+std::string innermost_python_frame(const std::vector<OwnedFrame>* frames);
+
 // Collects output in `text` and writes it to `out` once it is large.
 class ChunkedOutput {
  public:

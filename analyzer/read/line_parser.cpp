@@ -166,9 +166,11 @@ struct LineParser::Impl {
         return true;
       }
       case json_type::boolean: {
-        bool ignored = false;
+        bool b = false;
         s.type = Scalar::Type::other;
-        return !value.get_bool().get(ignored);
+        if (value.get_bool().get(b)) return false;
+        s.boolean = b;
+        return true;
       }
       case json_type::array:
       case json_type::object:
@@ -214,6 +216,7 @@ struct LineParser::Impl {
     if (value.get_object().get(object)) return Decoded::wrong;
     bool has_ip = false;
     bool ok = true;
+    frame.py = false;
     for (auto field_result : object) {
       if (field_result.error()) return Decoded::invalid_json;
       simdjson::ondemand::field& field = field_result.value_unsafe();  // no copy: see decode()
@@ -223,7 +226,11 @@ struct LineParser::Impl {
       std::uint64_t number = 0;
       const bool is_null = s.type == Scalar::Type::null;
       const bool is_string = s.type == Scalar::Type::string;
-      if (key == "ip") {
+      if (key == "py") {
+        // A Python frame names a function and a source line, no address.
+        ok &= s.boolean.has_value();
+        frame.py = s.boolean.value_or(false);
+      } else if (key == "ip") {
         ok &= is_string && parse_hex(s.text, frame.ip);
         has_ip = true;
       } else if (key == "fn") {
@@ -249,7 +256,7 @@ struct LineParser::Impl {
         frame.line = s.u;
       }
     }
-    return ok && has_ip ? Decoded::ok : Decoded::wrong;
+    return ok && (has_ip || frame.py) ? Decoded::ok : Decoded::wrong;
   }
 
   static Decoded decode_frames(Value& value, TraceEvent& out, const char* line_end) {

@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <cstring>
 #include <limits>
+#include <optional>
 #include <string_view>
 
 #include "read/line_parser.h"
@@ -198,6 +199,7 @@ struct Scalar {
   std::string_view text;
   std::uint64_t u = 0;
   std::int64_t i = 0;
+  std::optional<bool> boolean;  // set for true and false (Type::other)
 };
 
 // Where each string and integer field is stored in a TraceEvent: a table

@@ -279,7 +279,8 @@ void render_combined_chart(std::string& out, const std::vector<ProcessRow>& rows
 
 }  // namespace
 
-std::string render_html_multi_report(const std::vector<ProcessRow>& rows, const std::vector<HtmlTrace>& traces) {
+std::string render_html_multi_report(const std::vector<ProcessRow>& rows, const std::vector<HtmlTrace>& traces,
+                                     bool full_stacks) {
   const std::vector<std::string> names = short_names(rows);
   const std::vector<Series> chosen = choose_series(rows);
   std::string out;
@@ -298,7 +299,7 @@ std::string render_html_multi_report(const std::vector<ProcessRow>& rows, const 
     std::string note;
     const std::vector<SegmentSnapshot> maps = detail::segment_maps_for(traces[i].report, traces[i].trace_path, note);
     std::string body;
-    detail::render_report_body(body, traces[i].report, traces[i].timeline, maps, note, heading(rows[i]));
+    detail::render_report_body(body, traces[i].report, traces[i].timeline, maps, note, heading(rows[i]), full_stacks);
     out += "<section class=\"process\" id=\"p" + std::to_string(i) + "\">";
     out += prefix_anchors(body, "p" + std::to_string(i) + "-");
     out += "</section>";

@@ -18,7 +18,8 @@ using Json = nlohmann::ordered_json;
 
 // The page from everything already gathered; `maps_note` explains missing maps.
 std::string render_html_page(const Json& report, const TimelineCollector& timeline,
-                             const std::vector<SegmentSnapshot>& maps, std::string_view maps_note);
+                             const std::vector<SegmentSnapshot>& maps, std::string_view maps_note,
+                             bool full_stacks = false);
 
 // The pieces of a page, for the page of several traces too: the frame (with
 // its style sheet and Content-Security-Policy), and one trace's sections.
@@ -28,7 +29,7 @@ void open_page(std::string& out, std::string_view title);
 void close_page(std::string& out);
 void render_report_body(std::string& out, const Json& report, const TimelineCollector& timeline,
                         const std::vector<SegmentSnapshot>& maps, std::string_view maps_note,
-                        std::string_view heading);
+                        std::string_view heading, bool full_stacks = false);
 // The segment maps at the peak and at the first OOMs, from a second read of
 // `trace_path`; `note` says why some or all are missing.
 std::vector<SegmentSnapshot> segment_maps_for(const Json& report, const std::string& trace_path, std::string& note);
@@ -41,11 +42,12 @@ std::optional<double> number_member(const Json& object, std::string_view key);
 std::string text_member(const Json& object, std::string_view key);  // "" if absent
 const Json* list_member(const Json& object, std::string_view key);  // an array, or null
 
-// Sections with tables (html_tables.cpp), appended to `out`.
-void render_top_at_peak(std::string& out, const Json& report);
-void render_leaks(std::string& out, const Json& report);
-void render_ooms(std::string& out, const Json& report, const TimelineCollector& timeline);
-void render_growth(std::string& out, const Json& report);
+// Sections with tables (html_tables.cpp), appended to `out`; stacks as
+// render_stack() draws them.
+void render_top_at_peak(std::string& out, const Json& report, bool full_stacks = false);
+void render_leaks(std::string& out, const Json& report, bool full_stacks = false);
+void render_ooms(std::string& out, const Json& report, const TimelineCollector& timeline, bool full_stacks = false);
+void render_growth(std::string& out, const Json& report, bool full_stacks = false);
 void render_phases(std::string& out, const Json& report);
 void render_devices(std::string& out, const Json& report);
 void render_trace_health(std::string& out, const Json& report);
@@ -55,7 +57,10 @@ void render_trace_health(std::string& out, const Json& report);
 void relabel_sites(std::vector<SegmentSnapshot>& maps, const Json& report);
 
 // Shared pieces.
-void render_stack(std::string& out, const Json& frames);  // a <details> list of frames
+// A list of frames: the user's, each run of framework frames folded into
+// a <details> that opens on it (analyze/stack_folding.h), at most 16 of the
+// user's, long names shortened; with `full_stacks`, every frame as recorded.
+void render_stack(std::string& out, const Json& frames, bool full_stacks = false);
 // The call site's name: its `label`, else the first function of `functions`,
 // else of `frames` (a report from an older analyzer).
 std::string site_label(const Json& entry);

@@ -461,27 +461,28 @@ void close_page(std::string& out) { out += "</main></body></html>\n"; }
 
 void render_report_body(std::string& out, const Json& report, const TimelineCollector& timeline,
                         const std::vector<SegmentSnapshot>& maps, std::string_view maps_note,
-                        std::string_view heading) {
+                        std::string_view heading, bool full_stacks) {
   render_header(out, report, heading);
   render_summary(out, report);
   const std::uint64_t t_end = std::max(timeline.last_t(), uint_member(report, "duration_t").value_or(0));
   render_memory(out, report, timeline, t_end);
   render_fragmentation(out, report, timeline, t_end);
-  render_top_at_peak(out, report);
+  render_top_at_peak(out, report, full_stacks);
   render_segment_maps(out, maps, maps_note);
-  render_ooms(out, report, timeline);
-  render_leaks(out, report);
-  render_growth(out, report);
+  render_ooms(out, report, timeline, full_stacks);
+  render_leaks(out, report, full_stacks);
+  render_growth(out, report, full_stacks);
   render_phases(out, report);
   render_devices(out, report);
   render_trace_health(out, report);
 }
 
 std::string render_html_page(const Json& report, const TimelineCollector& timeline,
-                             const std::vector<SegmentSnapshot>& maps, std::string_view maps_note) {
+                             const std::vector<SegmentSnapshot>& maps, std::string_view maps_note,
+                             bool full_stacks) {
   std::string out;
   open_page(out, text_member(report, "trace"));
-  render_report_body(out, report, timeline, maps, maps_note, {});
+  render_report_body(out, report, timeline, maps, maps_note, {}, full_stacks);
   close_page(out);
   return out;
 }
@@ -509,10 +510,10 @@ std::vector<SegmentSnapshot> segment_maps_for(const Json& report, const std::str
 }  // namespace detail
 
 std::string render_html_report(const nlohmann::ordered_json& report, const TimelineCollector& timeline,
-                               const std::string& trace_path) {
+                               const std::string& trace_path, bool full_stacks) {
   std::string note;
   const std::vector<SegmentSnapshot> maps = detail::segment_maps_for(report, trace_path, note);
-  return detail::render_html_page(report, timeline, maps, note);
+  return detail::render_html_page(report, timeline, maps, note, full_stacks);
 }
 
 }  // namespace cumemtrace::analyzer

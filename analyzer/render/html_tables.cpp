@@ -5,6 +5,7 @@
 
 #include "cumemtrace/analyzer/report.h"
 #include "cumemtrace/analyzer/units.h"
+#include "analyze/stack_folding.h"
 #include "render/html_escape.h"
 #include "render/html_page.h"
 
@@ -53,7 +54,7 @@ std::string ratio_text(double value) {
 }
 
 // The call site's name with its stack folded beneath it.
-void site_cell(std::string& out, const Json& entry) {
+void site_cell(std::string& out, const Json& entry, bool full_stacks) {
   out += "<td>";
   const Json* frames = list_member(entry, "frames");
   const std::string label = site_label(entry);
@@ -61,7 +62,7 @@ void site_cell(std::string& out, const Json& entry) {
     out += "<details><summary><code>";
     append_html(out, label);
     out += "</code></summary>";
-    render_stack(out, *frames);
+    render_stack(out, *frames, full_stacks);
     out += "</details>";
   } else {
     out += "<code>";
@@ -80,24 +81,58 @@ void more_rows_note(std::string& out, std::size_t total, std::size_t shown, std:
 
 }  // namespace
 
-void render_stack(std::string& out, const Json& frames) {
-  out += "<ol class=\"stack\">";
-  std::size_t n = 0;
+void render_stack(std::string& out, const Json& frames, bool full_stacks) {
+  std::vector<const Json*> objects;
   for (const Json& frame : frames) {
-    if (!frame.is_object()) continue;
-    if (++n > kMaxFrames) break;
-    out += "<li><code>";
+    if (frame.is_object()) objects.push_back(&frame);
+  }
+  // One <li> per frame, numbered from 0 as the text report numbers them.
+  const auto frame_item = [&](std::size_t i, bool full_name) {
+    const Json& frame = *objects[i];
+    out += "<li value=\"" + std::to_string(i) + "\"><code>";
+    // Long names shortened; --full-stacks gives them as recorded.
     const std::string fn = text_member(frame, "fn");
-    append_html(out, fn.empty() ? "(no name)" : fn);
+    append_html(out, fn.empty() ? "(no name)" : full_name ? fn : readable_function_name(fn));
     out += "</code> <span class=\"module\">";
     std::string where = text_member(frame, "module");
     if (const std::string off = text_member(frame, "off"); !off.empty()) where += "+" + off;
     if (const std::string file = text_member(frame, "file"); !file.empty()) {
-      where += " " + file;
+      if (!where.empty()) where += " ";
+      where += file;
       if (auto line = uint_member(frame, "line")) where += ":" + std::to_string(*line);
     }
     append_html(out, where);
     out += "</span></li>";
+  };
+  out += "<ol class=\"stack\" start=\"0\">";
+  if (full_stacks) {
+    for (std::size_t i = 0; i < objects.size(); ++i) frame_item(i, true);
+    out += "</ol>";
+    return;
+  }
+  std::vector<FrameOwner> owners;
+  for (const Json* frame : objects) {
+    const Json* py = member(*frame, "py");
+    owners.push_back(frame_owner(py != nullptr && py->is_boolean() && py->get<bool>(), text_member(*frame, "fn"),
+                                 text_member(*frame, "module")));
+  }
+  std::size_t shown = 0;
+  for (const StackLine& line : fold_stack(owners)) {
+    if (shown == kMaxFrames) {
+      out += "<li class=\"more\">" + std::to_string(objects.size() - line.first) + " more frames</li>";
+      break;
+    }
+    if (!line.folded) {
+      frame_item(line.first, false);
+      ++shown;
+      continue;
+    }
+    // The folded run opens in place, its frames as recorded.
+    out += "<li class=\"folded\"><details><summary>";
+    append_html(out, folded_text(line));
+    out += "</summary><ol class=\"stack\" start=\"" + std::to_string(line.first) + "\">";
+    for (std::size_t i = line.first; i < line.first + line.count; ++i) frame_item(i, true);
+    out += "</ol></details></li>";
   }
   out += "</ol>";
 }
@@ -129,7 +164,7 @@ void absent_note(std::string& out, std::string_view what) {
   out += " (the analyzer that wrote it does not compute them).</p>";
 }
 
-void render_top_at_peak(std::string& out, const Json& report) {
+void render_top_at_peak(std::string& out, const Json& report, bool full_stacks) {
   out += "<section id=\"top-at-peak\"><h2>Call sites live at the allocated peak</h2>";
   const Json* top = list_member(report, "top_at_peak");
   if (top == nullptr) {
@@ -154,7 +189,7 @@ void render_top_at_peak(std::string& out, const Json& report) {
     bytes_cell(out, bytes);
     number_cell(out, peak == 0 ? "" : ratio_text(static_cast<double>(bytes) / static_cast<double>(peak)));
     count_cell(out, uint_member(site, "count"));
-    site_cell(out, site);
+    site_cell(out, site, full_stacks);
     out += "</tr>";
   }
   out += "</tbody></table>";
@@ -162,7 +197,7 @@ void render_top_at_peak(std::string& out, const Json& report) {
   out += "</section>";
 }
 
-void render_leaks(std::string& out, const Json& report) {
+void render_leaks(std::string& out, const Json& report, bool full_stacks) {
   out += "<section id=\"leaks\"><h2>Leaks: still live at the end</h2>";
   const Json* leaks = list_member(report, "leaks");
   if (leaks == nullptr) {
@@ -194,7 +229,7 @@ void render_leaks(std::string& out, const Json& report) {
         }
       }
       cell(out, apis);
-      site_cell(out, group);
+      site_cell(out, group, full_stacks);
       out += "</tr>";
     }
     out += "</tbody></table>";
@@ -203,7 +238,7 @@ void render_leaks(std::string& out, const Json& report) {
   out += "</section>";
 }
 
-void render_ooms(std::string& out, const Json& report, const TimelineCollector& timeline) {
+void render_ooms(std::string& out, const Json& report, const TimelineCollector& timeline, bool full_stacks) {
   out += "<section id=\"ooms\"><h2>Out-of-memory failures</h2>";
   const Json* events = list_member(report, "oom_events");
   const std::uint64_t count = uint_member(report, "ooms").value_or(timeline.ooms().size());
@@ -252,7 +287,7 @@ void render_ooms(std::string& out, const Json& report, const TimelineCollector& 
         out += "<details><summary>stack of the failed call: <code>";
         append_html(out, site_label(oom));
         out += "</code></summary>";
-        render_stack(out, *frames);
+        render_stack(out, *frames, full_stacks);
         out += "</details>";
       }
       out += "</li>";
@@ -286,7 +321,7 @@ void render_ooms(std::string& out, const Json& report, const TimelineCollector& 
   out += "</section>";
 }
 
-void render_growth(std::string& out, const Json& report) {
+void render_growth(std::string& out, const Json& report, bool full_stacks) {
   out += "<section id=\"growth\"><h2>Growth: call sites whose live memory rises every iteration</h2>";
   const Json* growth = list_member(report, "growth");
   if (growth == nullptr) {
@@ -320,7 +355,7 @@ void render_growth(std::string& out, const Json& report) {
     count_cell(out, uint_member(g, "iterations"));
     bytes_cell(out, uint_member(g, "first_live_bytes"));
     bytes_cell(out, uint_member(g, "last_live_bytes"));
-    site_cell(out, g);
+    site_cell(out, g, full_stacks);
     out += "</tr>";
   }
   out += "</tbody></table>";

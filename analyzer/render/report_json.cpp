@@ -41,6 +41,14 @@ Json frames_json(const std::vector<OwnedFrame>& frames) {
   Json list = Json::array();
   for (const OwnedFrame& f : frames) {
     Json frame;
+    if (f.py) {  // as TRACE_FORMAT.md writes a Python frame: no address, a line or null
+      frame["py"] = true;
+      frame["fn"] = f.fn ? Json(*f.fn) : Json(nullptr);
+      frame["file"] = f.file;
+      frame["line"] = f.line ? Json(*f.line) : Json(nullptr);
+      list.push_back(std::move(frame));
+      continue;
+    }
     frame["ip"] = format_hex(f.ip);
     frame["fn"] = f.fn ? Json(*f.fn) : Json(nullptr);
     frame["module"] = f.module;

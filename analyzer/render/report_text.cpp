@@ -4,6 +4,7 @@
 #include "cumemtrace/analyzer/report.h"
 #include "cumemtrace/analyzer/units.h"
 #include "analyze/report_figures.h"
+#include "analyze/stack_folding.h"
 #include "render/report_text_sections.h"
 
 namespace cumemtrace::analyzer {
@@ -26,28 +27,55 @@ std::string peak_line(const Watermark& w, const PeakPhase& phase) {
   return line;
 }
 
-void write_frames(std::ostringstream& out, const std::vector<OwnedFrame>& frames, std::size_t max_frames) {
-  for (std::size_t i = 0; i < frames.size() && i < max_frames; ++i) {
-    const OwnedFrame& f = frames[i];
-    out << "       #" << i << " " << (f.fn ? *f.fn : format_hex(f.ip));
-    if (!f.file.empty()) {
-      out << " at " << f.file;
-      if (f.line) out << ":" << *f.line;
-    }
-    if (!f.module.empty()) {
-      out << " (" << f.module;
-      if (f.off) out << "+" << format_hex(*f.off);
-      out << ")";
-    }
-    out << "\n";
+namespace {
+
+void write_frame(std::ostringstream& out, std::size_t index, const OwnedFrame& f, bool full_name) {
+  out << "       #" << index << " ";
+  if (f.fn) out << (full_name ? *f.fn : readable_function_name(*f.fn));
+  else out << (f.py ? std::string("??") : format_hex(f.ip));  // a Python frame has no address
+  if (!f.file.empty()) {
+    out << " at " << f.file;
+    if (f.line) out << ":" << *f.line;
   }
-  if (frames.size() > max_frames) out << "       ... " << frames.size() - max_frames << " more frames\n";
+  if (!f.module.empty()) {
+    out << " (" << f.module;
+    if (f.off) out << "+" << format_hex(*f.off);
+    out << ")";
+  }
+  out << "\n";
 }
 
-void write_stack(std::ostringstream& out, const Analysis& analysis, std::uint64_t stack, std::size_t max_frames) {
+}  // namespace
+
+void write_frames(std::ostringstream& out, const std::vector<OwnedFrame>& frames, const ReportOptions& options) {
+  if (options.full_stacks) {
+    for (std::size_t i = 0; i < frames.size(); ++i) write_frame(out, i, frames[i], true);
+    return;
+  }
+  // The user's frames, up to max_frames of them, with the framework's
+  // between them folded (analyze/stack_folding.h).
+  std::vector<FrameOwner> owners;
+  owners.reserve(frames.size());
+  for (const OwnedFrame& f : frames) owners.push_back(frame_owner(f));
+  std::size_t shown = 0;
+  for (const StackLine& line : fold_stack(owners)) {
+    if (shown == options.max_frames) {
+      out << "       ... " << plural(frames.size() - line.first, "more frame", "more frames") << "\n";
+      break;
+    }
+    if (line.folded) {
+      out << "       " << folded_text(line) << "\n";
+    } else {
+      write_frame(out, line.first, frames[line.first], false);
+      ++shown;
+    }
+  }
+}
+
+void write_stack(std::ostringstream& out, const Analysis& analysis, std::uint64_t stack, const ReportOptions& options) {
   if (stack == 0) return;
   if (const std::vector<OwnedFrame>* frames = analysis.stacks().find(stack)) {
-    write_frames(out, *frames, max_frames);
+    write_frames(out, *frames, options);
   } else {
     out << "       (stack " << stack << " is not in the trace)\n";
   }
@@ -149,7 +177,7 @@ void write_leaks(std::ostringstream& out, const Analysis& analysis, const detail
           << format_seconds(e.t) << ")";
     }
     out << "\n";
-    detail::write_stack(out, analysis, g.stack, options.max_frames);
+    detail::write_stack(out, analysis, g.stack, options);
   }
   if (groups.size() > options.max_leak_groups) {
     out << "  ... and " << plural(groups.size() - options.max_leak_groups, "more stack", "more stacks")

@@ -161,7 +161,7 @@ void write_top_at_peak(std::ostringstream& out, const Analysis& analysis, const 
     const SiteAtPeak& s = top[i];
     out << "  " << i + 1 << ". " << format_bytes(s.bytes) << " (" << share(s.bytes, total.allocated.peak)
         << ") in " << plural(s.count, "allocation", "allocations") << " " << from_site(labels, s.stack) << "\n";
-    write_stack(out, analysis, s.stack, options.max_frames);
+    write_stack(out, analysis, s.stack, options);
   }
   const std::size_t all = analysis.sites().sites_at_peak();
   if (all > top.size()) {
@@ -185,7 +185,7 @@ void write_growth(std::ostringstream& out, const Analysis& analysis, const SiteL
         << plural(g.iterations, "iteration", "iterations") << " (" << format_bytes(g.first_live_bytes) << " -> "
         << format_bytes(g.last_live_bytes) << ", rose in " << g.rising_iterations << ") "
         << from_site(labels, g.stack) << "\n";
-    write_stack(out, analysis, g.stack, options.max_frames);
+    write_stack(out, analysis, g.stack, options);
   }
   if (growth.leaks.size() > options.max_growth) {
     out << "  ... and " << plural(growth.leaks.size() - options.max_growth, "more site", "more sites")
@@ -296,7 +296,7 @@ void write_ooms(std::ostringstream& out, const TraceReader& reader, const Analys
     const OomRecord& o = ooms[i];
     out << "  " << i + 1 << ". " << explain_oom(o, context) << "\n";
     out << "       api " << o.api << " " << from_site(labels, o.stack) << "\n";
-    write_stack(out, analysis, o.stack, options.max_frames);
+    write_stack(out, analysis, o.stack, options);
   }
   if (analysis.total().ooms > std::min(ooms.size(), options.max_ooms)) {
     out << "  ... and " << analysis.total().ooms - std::min(ooms.size(), options.max_ooms) << " more\n";

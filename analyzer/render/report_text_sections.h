@@ -23,8 +23,10 @@ std::string peak_line(const Watermark& w, const PeakPhase& phase);
 std::string stack_name(std::uint64_t stack);
 // "from device_alloc ← load_weights (stack 3)", or "with no stack captured"
 std::string from_site(const SiteLabels& labels, std::uint64_t stack);
-void write_frames(std::ostringstream& out, const std::vector<OwnedFrame>& frames, std::size_t max_frames);
-void write_stack(std::ostringstream& out, const Analysis& analysis, std::uint64_t stack, std::size_t max_frames);
+// A stack's frames, folded as analyze/stack_folding.h says, at most
+// options.max_frames of the user's; every frame as recorded with full_stacks.
+void write_frames(std::ostringstream& out, const std::vector<OwnedFrame>& frames, const ReportOptions& options);
+void write_stack(std::ostringstream& out, const Analysis& analysis, std::uint64_t stack, const ReportOptions& options);
 
 void write_summary(std::ostringstream& out, const TraceReader& reader, const Analysis& analysis,
                    const SiteLabels& labels, const GrowthResult& growth, const ReportOptions& options);

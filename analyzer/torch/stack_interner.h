@@ -28,6 +28,10 @@ inline bool is_allocator_frame(std::string_view name) {
          name.starts_with("c10::cuda::CUDACachingAllocator::");
 }
 
+// A snapshot's frames are Python's and C++'s alike, {filename, line, name}:
+// those of a .py file are Python frames.
+inline bool is_python_file(std::string_view file) { return file.ends_with(".py"); }
+
 // Stacks, interned by content: a frame is (name, file, line), a stack the
 // list of its frame ids. Snapshots share frame dicts and often whole lists
 // through the pickle memo; the list's identity is a cache in front.
@@ -98,6 +102,14 @@ class StackInterner {
     for (std::uint32_t fid : ids) {
       const Frame& f = frames_[fid];
       Json frame;
+      if (is_python_file(f.file)) {  // a Python frame as TRACE_FORMAT.md writes one
+        frame["py"] = true;
+        frame["fn"] = f.has_name ? Json(std::string(f.name)) : Json(nullptr);
+        frame["file"] = std::string(f.file);
+        frame["line"] = f.line > 0 ? Json(f.line) : Json(nullptr);
+        list.push_back(std::move(frame));
+        continue;
+      }
       frame["ip"] = "0x0";  // a snapshot keeps names, not addresses
       frame["fn"] = f.has_name ? Json(std::string(f.name)) : Json(nullptr);
       if (!f.file.empty()) frame["file"] = std::string(f.file);

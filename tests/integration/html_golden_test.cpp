@@ -51,6 +51,12 @@ TEST(HtmlGoldenSeveral, TwoRanksOutlineMatches) {
   expect_outline("two_ranks", std::string(CUMEMTRACE_GOLDEN_DIR) + "/traces", {"job.rank0.jsonl", "job.rank1.jsonl"});
 }
 
+// Python frames: the program's frames shown, each run of PyTorch, CPython,
+// libffi and libc frames folded into a <details> of its own.
+TEST(HtmlGoldenPython, PythonFramesOutlineMatches) {
+  expect_outline("python_frames", std::string(CUMEMTRACE_GOLDEN_DIR) + "/traces", {"python_frames.jsonl"});
+}
+
 INSTANTIATE_TEST_SUITE_P(Charts, HtmlGolden, ::testing::Values("charts_caching_oom", "charts_markup_names"));
 
 }  // namespace

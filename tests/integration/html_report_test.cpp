@@ -184,7 +184,10 @@ const std::set<std::string> kTags{"html", "head", "meta", "title", "style", "bod
 const std::set<std::string> kAttributes{"lang", "charset", "http-equiv", "content", "name", "href", "id", "class",
                                         "style", "xmlns", "width", "height", "viewbox", "role", "x", "y", "x1", "x2",
                                         "y1", "y2", "d", "cx", "cy", "r", "fill", "stroke", "stroke-width",
-                                        "stroke-dasharray", "text-anchor"};
+                                        "stroke-dasharray", "text-anchor",
+                                        // A stack's frame numbers (<ol start>, <li value>), written from
+                                        // integers, never from the trace.
+                                        "start", "value"};
 
 void expect_only_our_markup(const std::vector<HtmlTag>& tags) {
   for (const HtmlTag& tag : tags) {

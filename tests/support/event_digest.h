@@ -35,7 +35,7 @@ inline std::string event_digest(const analyzer::detail::ParseResult& r, const an
   add("total", to_string(e.total));
   add("id", to_string(e.id));
   for (const auto& f : e.frames) {
-    add("frame", to_string(f.ip) + " " + text(f.fn) + (f.has_fn ? "+" : "-") + " " + text(f.module) + " " +
+    add("frame", std::string(f.py ? "py " : "") + to_string(f.ip) + " " + text(f.fn) + (f.has_fn ? "+" : "-") + " " + text(f.module) + " " +
                      maybe(f.off) + " " + text(f.file) + " " + maybe(f.line));
   }
   add("allocated", to_string(e.allocated));

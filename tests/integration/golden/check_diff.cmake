@@ -36,3 +36,11 @@ cumemtrace_golden_command(diff_json "diff|--format|json|normal_leak.jsonl|normal
 cumemtrace_golden_command(diff_regression
   "diff|normal_leak.jsonl|normal_leak_v2.jsonl|--max-peak-increase|10|--max-reserved-increase|0|--max-leak-increase|32KiB")
 cumemtrace_golden_command(diff_devices "diff|truncated.jsonl|two_devices.jsonl")
+# Python frames (python_frames.jsonl): globs on Python names and files, a
+# diff whose Python lines moved, and every frame with --full-stacks.
+cumemtrace_golden_command(check_python_pass
+  "check|python_frames.jsonl|--max-leaked-bytes|0|--suppressions|python_frames.supp")
+cumemtrace_golden_command(check_python_fail
+  "check|python_frames.jsonl|--max-leaked-bytes|0|--suppressions|python_frames_model.supp")
+cumemtrace_golden_command(diff_python "diff|python_frames.jsonl|python_frames_v2.jsonl")
+cumemtrace_golden_command(report_python_full_stacks "report|python_frames.jsonl|--full-stacks")

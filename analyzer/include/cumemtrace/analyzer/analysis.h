@@ -137,6 +137,7 @@ struct LeakGroup {
   std::vector<LeakExample> examples;    // the oldest few
 };
 
+// A Python frame (`py`) has fn, file and maybe line: no ip, module or off.
 struct OwnedFrame {
   std::uint64_t ip = 0;
   std::optional<std::string> fn;  // nullopt: the writer could not name it
@@ -144,6 +145,7 @@ struct OwnedFrame {
   std::optional<std::uint64_t> off;
   std::string file;
   std::optional<std::uint64_t> line;
+  bool py = false;  // last: aggregate initialisers list the native fields
 };
 
 class FrameSymbolizer;

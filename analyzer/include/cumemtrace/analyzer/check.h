@@ -63,11 +63,13 @@ std::vector<Check> parse_check_list(std::string_view text);
 
 // Known leaks, by function name: one glob per line (`*` matches any run of
 // characters), `#` starts a comment, blank lines are ignored. A leak group
-// or growth leak is suppressed when any function of its stack matches.
+// or growth leak is suppressed when any function of its stack matches
+// (Python functions by their qualified names, `Trainer.*`).
 // `module:GLOB` lines match the object file of any frame instead, by its
 // file name or its whole path (`module:libc10_cuda.so`: PyTorch's caching
 // allocator, whose segments are still held at exit); they also reach
-// frames without a function name (a stripped library's own functions).
+// frames without a function name (a stripped library's own functions). For
+// a Python frame they match its source file (`module:data_loader.py`).
 class Suppressions {
  public:
   static Suppressions parse(std::string_view text);

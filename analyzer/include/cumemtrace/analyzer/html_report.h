@@ -37,9 +37,11 @@ inline TimelineOptions html_timeline_options() {
   return options;
 }
 
-// Throws TraceError if the second read of `trace_path` fails.
+// Throws TraceError if the second read of `trace_path` fails. Stacks show
+// the user's frames with the framework's folded beneath them, unless
+// `full_stacks` (every frame as recorded).
 std::string render_html_report(const nlohmann::ordered_json& report, const TimelineCollector& timeline,
-                               const std::string& trace_path);
+                               const std::string& trace_path, bool full_stacks = false);
 
 // One trace of a page of several: its JSON report, its timeline (collected
 // with html_timeline_options()) and its file (read again for segment maps).
@@ -54,6 +56,7 @@ struct HtmlTrace {
 // every process in one chart (one labelled series each, on a common clock
 // when every trace has its start time), then each trace's own report.
 // `traces` is in the order of `rows`. Throws TraceError as render_html_report.
-std::string render_html_multi_report(const std::vector<ProcessRow>& rows, const std::vector<HtmlTrace>& traces);
+std::string render_html_multi_report(const std::vector<ProcessRow>& rows, const std::vector<HtmlTrace>& traces,
+                                     bool full_stacks = false);
 
 }  // namespace cumemtrace::analyzer

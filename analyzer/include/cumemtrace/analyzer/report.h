@@ -20,7 +20,10 @@ inline constexpr int kReportVersion = 1;
 struct ReportOptions {
   std::size_t max_leak_groups = 10;  // text only: JSON lists every group
   std::size_t max_examples = 3;      // example pointers per leak group
-  std::size_t max_frames = 8;        // stack frames shown per call site
+  std::size_t max_frames = 8;        // the user's stack frames shown per call site (text)
+  // Text and HTML: every frame of a stack as recorded, none folded nor
+  // shortened (`report --full-stacks`).
+  bool full_stacks = false;
   std::size_t max_top_sites = 5;     // text: call sites shown live at the peak
   std::size_t max_top_sites_json = 50;
   std::size_t max_growth = 10;       // text only: JSON lists every growth leak

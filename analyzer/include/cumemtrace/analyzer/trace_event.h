@@ -14,7 +14,8 @@
 
 namespace cumemtrace::analyzer {
 
-// One frame of a `stack` event, innermost first.
+// One frame of a `stack` event, innermost first. A Python frame (`py`) has
+// `fn` (the qualified name), `file` and maybe `line`, and no ip, module or off.
 struct StackFrame {
   std::uint64_t ip = 0;
   std::string_view fn;  // demangled name; empty when the trace has null
@@ -23,6 +24,7 @@ struct StackFrame {
   std::optional<std::uint64_t> off;
   std::string_view file;
   std::optional<std::uint64_t> line;
+  bool py = false;  // last: aggregate initialisers list the native fields
 };
 
 // The trace's first line, kept (owned) by the reader for the whole read.

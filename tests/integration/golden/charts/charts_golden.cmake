@@ -15,7 +15,9 @@ set(CUMEMTRACE_CHARTS_CASES
   "charts_markup_names.events.csv|traces|charts_markup_names.jsonl|export|--format|csv"
   "two_devices.perfetto.json|../traces|two_devices.jsonl|export|--format|perfetto"
   "charts_caching_oom.perfetto.json|traces|charts_caching_oom.jsonl|export|--format|perfetto"
-  "charts_markup_names.perfetto.json|traces|charts_markup_names.jsonl|export|--format|perfetto")
+  "charts_markup_names.perfetto.json|traces|charts_markup_names.jsonl|export|--format|perfetto"
+  "python_frames.events.csv|../traces|python_frames.jsonl|export|--format|csv"
+  "python_frames.perfetto.json|../traces|python_frames.jsonl|export|--format|perfetto")
 
 foreach(spec IN LISTS CUMEMTRACE_CHARTS_CASES)
   string(REPLACE "|" ";" fields "${spec}")
@@ -43,7 +45,8 @@ if(Python3_Interpreter_FOUND)
     COMMAND ${Python3_EXECUTABLE} ${CUMEMTRACE_CHARTS_DIR}/read_csv.py $<TARGET_FILE:cumemtrace>
       ${CUMEMTRACE_CHARTS_DIR}/traces/charts_caching_oom.jsonl
       ${CUMEMTRACE_CHARTS_DIR}/traces/charts_markup_names.jsonl
-      ${CUMEMTRACE_CHARTS_DIR}/../traces/normal_leak.jsonl)
+      ${CUMEMTRACE_CHARTS_DIR}/../traces/normal_leak.jsonl
+      ${CUMEMTRACE_CHARTS_DIR}/../traces/python_frames.jsonl)
 else()
   message(STATUS "python3 not found: charts_csv_read_by_python is not run")
 endif()

@@ -48,6 +48,15 @@ def check_events(cli, trace, events, tmp):
             names = [f["fn"] for f in frames if f.get("fn")]
             want = names[0] if names else ""
             check(row["function"] == want, f"{trace} row {n}: function {row['function']!r} != {want!r}")
+            # The innermost Python frame, "fn (file:line)", or "fn (file)" when its line is unknown.
+            py = [f for f in frames if f.get("py")]
+            want = ""
+            if py:
+                line = py[0].get("line")
+                want = f"{py[0]['fn']} ({py[0]['file']}" + (f":{line}" if line is not None else "") + ")"
+            check(row["python"] == want, f"{trace} row {n}: python {row['python']!r} != {want!r}")
+        else:
+            check(row["python"] == "", f"{trace} row {n}: python {row['python']!r} without a stack")
 
 
 def check_timeline(cli, trace, events, tmp):

@@ -46,6 +46,22 @@ std::uint64_t unix_ns_now() {
           .count());
 }
 
+TEST(Symbolizer, APythonFrameIsLeftAsItIs) {
+  // A Python frame never has an object file; one given this executable's
+  // (and no name) would be named from it were it looked up.
+  OwnedFrame frame = frame_for(return_address());
+  frame.py = true;
+  frame.fn.reset();
+  frame.file = "/work/train.py";
+  FrameSymbolizer symbolizer;
+  symbolizer.set_run_start(unix_ns_now());
+  symbolizer.symbolize(frame);
+  EXPECT_FALSE(frame.fn.has_value());
+  EXPECT_EQ(frame.file, "/work/train.py");
+  EXPECT_FALSE(frame.line.has_value());
+  EXPECT_EQ(symbolizer.counts().modules_read, 0u);
+}
+
 TEST(Symbolizer, AFrameGetsTheFileAndLineOfItsCallAndANameWhereItHadNone) {
   void* ip = return_address(); const std::uint64_t call_line = __LINE__;
   OwnedFrame frame = frame_for(ip);

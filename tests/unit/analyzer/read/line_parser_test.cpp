@@ -257,7 +257,10 @@ std::string digest(const ParseResult& r, const TraceEvent& e) {
   add("kind", e.kind);
   add("name", e.name);
   add("frames", e.frames.size());
-  for (const StackFrame& f : e.frames) add("fn", f.fn);
+  for (const StackFrame& f : e.frames) {
+    add("fn", f.fn);
+    add("py", f.py ? 1 : 0);
+  }
   add("argv", e.argv.size());
   add("config", e.config_json);
   add("version", e.version);
@@ -298,6 +301,9 @@ TEST(LineParser, BatchGivesExactlyWhatLineByLineGives) {
   const std::string header_a = R"({"ev":"header","format":"cumemtrace","version":1,"argv":["x","y"],"config":{"a":1}})";
   const std::string header_b = R"({"ev":"header","format":"cumemtrace","version":1,"argv":["z"]})";
   cases.push_back({stack_a, stack_b, stack_a, good, stack_b});
+  const std::string stack_py =
+      R"({"ev":"stack","id":3,"frames":[{"ip":"0x1","fn":"a"},{"py":true,"fn":"f","file":"/a.py","line":null},{"ip":"0x2"}]})";
+  cases.push_back({stack_py, stack_a, good, stack_py, stack_b});
   cases.push_back({header_a, header_b, header_a, header_a});
 
   LineParser shaped_batch_parser;
@@ -366,6 +372,43 @@ TEST(LineParser, HexAgreesWithTheStandardLibraryOnEveryLengthAndDigit) {
       EXPECT_EQ(fast, expected) << digits;
     }
   }
+}
+
+TEST(LineParser, PythonFramesAreKeptMixedWithNativeOnes) {
+  Decoder d;
+  const std::string stack =
+      R"({"ev":"stack","id":4,"frames":[{"ip":"0x10","fn":"device_alloc","module":"/bin/app","off":"0x10"},)"
+      R"({"py":true,"fn":"Trainer.train_step","file":"/work/train.py","line":42},)"
+      R"({"ip":"0x20","fn":null,"module":"/lib/libpython3.12.so","off":"0x20"},)"
+      R"({"py":true,"fn":"<module>","file":"/work/train.py","line":null}]})";
+  ASSERT_EQ(verdict(d.parse(stack)), "ok");
+  const std::vector<StackFrame>& f = d.event.frames;
+  ASSERT_EQ(f.size(), 4u);
+  EXPECT_FALSE(f[0].py);
+  EXPECT_EQ(f[0].ip, 0x10u);
+  EXPECT_TRUE(f[1].py);
+  EXPECT_EQ(f[1].fn, "Trainer.train_step");
+  EXPECT_TRUE(f[1].has_fn);
+  EXPECT_EQ(f[1].file, "/work/train.py");
+  EXPECT_EQ(f[1].line, 42u);
+  EXPECT_EQ(f[1].ip, 0u);
+  EXPECT_TRUE(f[1].module.empty());
+  EXPECT_FALSE(f[1].off);
+  EXPECT_FALSE(f[2].py) << "a frame after a Python frame starts native again";
+  EXPECT_TRUE(f[3].py);
+  EXPECT_FALSE(f[3].line) << "line null: unknown";
+  // Only a Python frame may go without an address; `py` is a boolean.
+  EXPECT_EQ(verdict(d.parse(R"({"ev":"stack","id":5,"frames":[{"py":false,"fn":"f","file":"a.py","line":1}]})")),
+            "field 'frames' has the wrong type or value");
+  EXPECT_EQ(verdict(d.parse(R"({"ev":"stack","id":5,"frames":[{"fn":"f","file":"a.py","line":1}]})")),
+            "field 'frames' has the wrong type or value");
+  EXPECT_EQ(verdict(d.parse(R"({"ev":"stack","id":5,"frames":[{"py":1,"fn":"f","file":"a.py","line":1}]})")),
+            "field 'frames' has the wrong type or value");
+  EXPECT_EQ(verdict(d.parse(R"({"ev":"stack","id":5,"frames":[{"py":"true","fn":"f","file":"a.py"}]})")),
+            "field 'frames' has the wrong type or value");
+  // The same decoder, reused: a native frame in the slot a Python one held is native.
+  ASSERT_EQ(verdict(d.parse(R"({"ev":"stack","id":6,"frames":[{"ip":"0x1"},{"ip":"0x2"}]})")), "ok");
+  EXPECT_FALSE(d.event.frames[1].py);
 }
 
 }  // namespace

@@ -187,7 +187,7 @@ TEST(LineShapes, SingleLinesAndLinesWithoutTheirNewlineUseThemToo) {
 TEST(LineShapes, EveryLineOfTheGoldenTracesDecodesAsSimdjsonDoes) {
   std::uint64_t lines_checked = 0;
   for (const char* name : {"training_loop.jsonl", "oom_fragmentation.jsonl", "two_devices.jsonl", "normal_leak.jsonl",
-                           "job.rank0.jsonl", "parent.jsonl", "truncated.jsonl"}) {
+                           "job.rank0.jsonl", "parent.jsonl", "truncated.jsonl", "python_frames.jsonl"}) {
     std::ifstream in(std::string(CUMEMTRACE_GOLDEN_TRACES) + "/" + name);
     ASSERT_TRUE(in) << name;
     std::vector<std::string> lines;

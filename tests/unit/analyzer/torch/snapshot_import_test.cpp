@@ -137,10 +137,16 @@ TEST(TorchImport, TheFixtureConvertsExactly) {
   EXPECT_EQ(stacks[0]["frames"][0]["fn"], "train_step");
   EXPECT_EQ(stacks[0]["frames"][0]["file"], "/home/u/train.py");
   EXPECT_EQ(stacks[0]["frames"][0]["line"], 7);
+  // A .py file's frame is a Python frame, written as TRACE_FORMAT.md has it.
+  EXPECT_EQ(stacks[0]["frames"][0]["py"], true);
+  EXPECT_FALSE(stacks[0]["frames"][0].contains("ip"));
   ASSERT_EQ(stacks[1]["frames"].size(), 3u);
   EXPECT_EQ(stacks[1]["frames"][0]["fn"], "at::detail::empty_cuda(c10::ArrayRef<long>, c10::TensorOptions const&)");
   EXPECT_FALSE(stacks[1]["frames"][0].contains("file")) << "a file of ?? is PyTorch's unknown";
+  EXPECT_FALSE(stacks[1]["frames"][0].contains("py")) << "a C++ frame is native";
+  EXPECT_EQ(stacks[1]["frames"][0]["ip"], "0x0");
   EXPECT_EQ(stacks[1]["frames"][1]["fn"], "forward");
+  EXPECT_EQ(stacks[1]["frames"][1]["py"], true);
 
   const std::vector<Json> frees = c.of("free");
   ASSERT_EQ(frees.size(), 2u);
