@@ -27,7 +27,9 @@ class LineBuffer {
   }
 
   LineBuffer& raw(std::string_view s) {
-    std::memcpy(grow(s.size()), s.data(), s.size());
+    // An empty view may have no data at all: memcpy from null is undefined
+    // even for 0 bytes (UBSan).
+    if (!s.empty()) std::memcpy(grow(s.size()), s.data(), s.size());
     return *this;
   }
 
