@@ -75,13 +75,17 @@ run_loop() {
     host) "$apps/bench_host_malloc" "$n" "$warm_up" ;;
     heaptrack) heaptrack -o "$scratch/heaptrack" "$apps/bench_host_malloc" "$n" "$warm_up" 2>&1 ;;
     heaptrack-raw) heaptrack --raw -o "$scratch/heaptrack-raw" "$apps/bench_host_malloc" "$n" "$warm_up" 2>&1 ;;
+    *+free) how=${how%+free}  # free lines with stacks of their own (CUMEMTRACE_FREE_STACKS=1)
+       traced "${how%/*}" "${how#*/}" "$scratch/${how%/*}-${how#*/}-free.jsonl" CUMEMTRACE_FREE_STACKS=1 "$@" \
+         "$apps/bench_malloc_free" "$n" "$warm_up" ;;
     *) traced "${how%/*}" "${how#*/}" "$scratch/${how%/*}-${how#*/}.jsonl" "$@" \
          "$apps/bench_malloc_free" "$n" "$warm_up" ;;
   esac | ns_per_pair || { echo "bench: the $how run of $n pairs failed" >&2; exit 1; }
 }
 
 # 1. Time added per intercepted call, and heaptrack's on the host twin.
-variants=(passthrough/0 passthrough/32 caching/0 caching/32 bare host heaptrack heaptrack-raw)
+variants=(passthrough/0 passthrough/32 caching/0 caching/32 passthrough/32+free caching/32+free bare host heaptrack
+  heaptrack-raw)
 declare -A samples=()
 unw=() gcc=() walked=() remembered=()
 for ((i = 0; i < runs; i++)); do
@@ -95,8 +99,10 @@ gcc_ns=$(printf '%s\n' "${gcc[@]}" | median)
 walked_ns=$(printf '%s\n' "${walked[@]}" | median)
 remembered_ns=$(printf '%s\n' "${remembered[@]}" | median)
 # Every call was recorded: our traces and heaptrack's files hold them all.
-for v in passthrough/0 passthrough/32 caching/0 caching/32; do
-  trace=$scratch/${v%/*}-${v#*/}.jsonl
+for v in passthrough/0 passthrough/32 caching/0 caching/32 passthrough/32+free caching/32+free; do
+  name=${v%+free} suffix=
+  [[ $v == *+free ]] && suffix=-free
+  trace=$scratch/${name%/*}-${name#*/}$suffix.jsonl
   allocs=$(grep -c '^{"ev":"alloc"' "$trace" || true)
   frees=$(grep -c '^{"ev":"free"' "$trace" || true)
   ((allocs == pairs + warm_up && frees == allocs)) ||
@@ -125,8 +131,13 @@ loop_cmd() {  # MODE STACKS [PAIRS [OUTPUT [VAR=value...]]]: the footnote of a l
 }
 for v in passthrough/0 passthrough/32 caching/0 caching/32; do
   stacks=${v#*/}
-  table_row "time added per call, ${v%/*}, stacks $( ((stacks)) && echo "on (depth $stacks)" || echo off)" \
+  table_row "time added per call, ${v%/*}, stacks $( ((stacks)) && echo "on (depth $stacks; frees without)" || echo off)" \
     "bare $(pair_ns bare)" "$(pair_ns "$v")" "$(added "$v" bare) ns/call" "" "$(loop_cmd "${v%/*}" "$stacks")"
+done
+for v in passthrough/32+free caching/32+free; do
+  table_row "same, ${v%/*}, stacks on and free stacks too (CUMEMTRACE_FREE_STACKS=1: two captures per pair)" \
+    "bare $(pair_ns bare)" "$(pair_ns "$v")" "$(added "$v" bare) ns/call" "" \
+    "$(loop_cmd "${v%/*}" 32 "$pairs" /tmp/t-%p.jsonl CUMEMTRACE_FREE_STACKS=1)"
 done
 heaptrack_cmd="$B/tests/apps/bench_host_malloc $pairs $warm_up  vs  heaptrack -o /tmp/h $B/tests/apps/bench_host_malloc $pairs $warm_up"
 table_row "heaptrack: time added per malloc/free, host twin of the loop" "bare $(pair_ns host)" \
@@ -137,7 +148,7 @@ ratio_to() {  # HEAPTRACK-VARIANT: "ours with stacks / heaptrack, passthrough / 
   local p c
   p=$(calc '(a - b) / (h - hb)' a="$(med passthrough/32)" b="$(med bare)" h="$(med "$1")" hb="$(med host)")
   c=$(calc '(a - b) / (h - hb)' a="$(med caching/32)" b="$(med bare)" h="$(med "$1")" hb="$(med host)")
-  printf '%.2f / %.2f\t%s\n' "$p" "$c" "$(within "$p" "$c" 0.5)"
+  printf '%.2f / %.2f\t%s\n' "$p" "$c" "$(within "$p" "$c" 0.3)"
 }
 IFS=$'\t' read -r result goal < <(ratio_to heaptrack)
 table_row "ours with stacks / heaptrack, added per call: passthrough / caching" "" "" "$result" "$goal" \
@@ -151,6 +162,79 @@ table_row "stack capture alone, $frames frames: libgcc, libunwind" \
 table_row "same, the preload's CFI walker: walking / answered from its memo" \
   "unw_backtrace $(printf '%.0f' "$unw_ns") ns" \
   "$(printf '%.0f / %.0f' "$walked_ns" "$remembered_ns") ns" "" "" "$B/tests/apps/bench_unwind"
+
+# 1a. Python: pairs through ctypes from a loop 20 Python frames deep
+# (tests/apps/bench_python_pairs.py), passthrough: stacks off, native
+# frames only (CUMEMTRACE_PYTHON=off), native + Python frames. The Python
+# frames' cost is the difference of the last two; the native part's, of the
+# first two.
+python_bin=$(command -v python3 || true)
+# The interpreter itself, not a launcher script (pyenv's shims are bash):
+# callgrind below measures the process it starts.
+[[ -n $python_bin ]] && python_bin=$("$python_bin" -c 'import sys; print(sys.executable)')
+if [[ -n $python_bin ]]; then
+  py_pairs=$((pairs / 5))
+  py_run() {  # HOW: bare | off | native | python
+    local out=$scratch/py.jsonl
+    case $1 in
+      bare) "$python_bin" "$root/tests/apps/bench_python_pairs.py" "$py_pairs" "$warm_up" 20 ;;
+      off) traced passthrough 0 "$out" "$python_bin" "$root/tests/apps/bench_python_pairs.py" "$py_pairs" "$warm_up" 20 ;;
+      native) traced passthrough 32 "$out" CUMEMTRACE_PYTHON=off \
+        "$python_bin" "$root/tests/apps/bench_python_pairs.py" "$py_pairs" "$warm_up" 20 ;;
+      python) traced passthrough 32 "$out" "$python_bin" "$root/tests/apps/bench_python_pairs.py" "$py_pairs" "$warm_up" 20 ;;
+    esac | ns_per_pair || { echo "bench: the Python $1 run failed" >&2; exit 1; }
+  }
+  samples=()
+  for ((i = 0; i < runs; i++)); do
+    for v in bare off native python; do samples[py-$v]+="$(py_run "$v") "; done
+  done
+  grep -q '"py":true' "$scratch/py.jsonl" || { echo "bench: the Python run's trace has no Python frame" >&2; exit 1; }
+  py_cmd() { echo "$note_env $1CUMEMTRACE_POOL=passthrough CUMEMTRACE_STACKS=$2 CUMEMTRACE_OUTPUT=/tmp/t-%p.jsonl $B/bin/cumemtrace run -- python3 tests/apps/bench_python_pairs.py $py_pairs $warm_up 20"; }
+  table_row "Python loop 20 frames deep through ctypes ($("$python_bin" -c 'import sys; print(sys.version.split()[0])')), passthrough: stacks off / native only / native + Python" \
+    "bare $(pair_ns py-bare)" "$(printf '%.0f / %.0f / %.0f ns/pair' "$(med py-off)" "$(med py-native)" "$(med py-python)")" \
+    "$(added py-off py-bare) / $(added py-native py-bare) / $(added py-python py-bare) ns/call" "" \
+    "$(py_cmd "" 0)  vs  $(py_cmd "CUMEMTRACE_PYTHON=off " 32)  vs  $(py_cmd "" 32)"
+  py_native=$(calc 'n - o' n="$(med py-native)" o="$(med py-off)")
+  py_python=$(calc 'p - n' p="$(med py-python)" n="$(med py-native)")
+  # A Python loop's time moves by more than the native part's cost between
+  # runs here: a difference that is not positive is noise, not a ratio.
+  if awk -v n="$py_native" 'BEGIN {exit !(n > 0)}'; then
+    py_ratio=$(calc 'p / n' p="$py_python" n="$py_native" | xargs printf '%.2fx')
+  else
+    py_ratio="n/a (native part within noise)"
+  fi
+  table_row "same: the Python frames' cost per capture / the native part's (one capture per pair)" "" \
+    "$(printf '%.0f / %.0f ns' "$py_python" "$py_native")" "$py_ratio" "" "from the row above"
+  # The same three in instructions (callgrind: the whole process, 2,000
+  # against 12,000 timed pairs, the difference per pair), which this
+  # machine's noise does not move.
+  if command -v valgrind >/dev/null; then
+    py_instructions() {  # VAR=value...: instructions per pair
+      local n counts=()
+      for n in 2000 12000; do
+        rm -f "$scratch/py-instr.jsonl"
+        counts+=("$(env "$@" CUMEMTRACE_POOL=passthrough CUMEMTRACE_OUTPUT="$scratch/py-instr.jsonl" \
+          LD_PRELOAD="$build/lib/libcumemtrace.so" valgrind --tool=callgrind --callgrind-out-file=/dev/null \
+          "$python_bin" "$root/tests/apps/bench_python_pairs.py" "$n" 100 20 2>&1 |
+          sed -n 's/.*Collected : \([0-9]*\).*/\1/p')")
+      done
+      calc '(b - a) / 10000' a="${counts[0]}" b="${counts[1]}"
+    }
+    i_off=$(py_instructions CUMEMTRACE_STACKS=0)
+    i_native=$(py_instructions CUMEMTRACE_STACKS=32 CUMEMTRACE_PYTHON=off)
+    i_python=$(py_instructions CUMEMTRACE_STACKS=32)
+    i_ratio=$(calc '(p - n) / (n - o)' p="$i_python" n="$i_native" o="$i_off")
+    table_row "same in instructions per pair (callgrind): stacks off / native only / native + Python" "" \
+      "$(printf '%.0f / %.0f / %.0f' "$i_off" "$i_native" "$i_python")" \
+      "Python frames $(calc 'p - n' p="$i_python" n="$i_native" | xargs printf '%.0f'), native part $(calc 'n - o' n="$i_native" o="$i_off" | xargs printf '%.0f'): $(printf '%.2fx' "$i_ratio")" \
+      "$(within "$i_ratio" 0 1)" \
+      "$note_env CUMEMTRACE_POOL=passthrough CUMEMTRACE_STACKS=32 [CUMEMTRACE_PYTHON=off] CUMEMTRACE_OUTPUT=/tmp/t.jsonl LD_PRELOAD=$B/lib/libcumemtrace.so valgrind --tool=callgrind $python_bin tests/apps/bench_python_pairs.py 12000 100 20 (and 2000)"
+  else
+    echo "bench: no valgrind: no instruction row for the Python loop" >&2
+  fi
+else
+  echo "bench: no python3 on the PATH: no Python rows" >&2
+fi
 
 # 1b. Stack capture in a big process: pairs made 61 frames deep through
 # distinct functions, with deep_cold KiB written between pairs (untimed), as a

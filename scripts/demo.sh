@@ -31,3 +31,20 @@ echo
 "$build/bin/cumemtrace" report "$trace"
 echo
 echo "demo: 'cumemtrace report --format json $trace' gives the same as JSON"
+
+# The same in Python, as most training loops are: a script that reaches CUDA
+# through ctypes (as a framework's allocator does). Its stacks carry the
+# script's own lines, merged with the native frames.
+python=$(command -v python3 || true)
+if [[ -z $python ]]; then
+  echo "demo: no python3 on the PATH; the Python part is skipped"
+  exit 0
+fi
+echo
+echo "demo: now a Python training loop ($("$python" -c 'import sys; print(sys.version.split()[0])')," \
+  "tests/apps/demo_train.py)"
+py_trace=$build/demo/demo-python-trace.jsonl
+rm -f "$py_trace"
+"$build/bin/cumemtrace" run --output "$py_trace" -- "$python" "$root/tests/apps/demo_train.py" 20
+echo
+"$build/bin/cumemtrace" report "$py_trace"

@@ -436,14 +436,34 @@ torch_checks() {
   fi
 
   if wanted torch.leak; then
-    # Python frames named from the perf map (Python >= 3.12), deep stacks:
-    # the loss is allocated many native frames below compute_loss.
-    if PYTHONPERFSUPPORT=1 traced "$t/leak" --torch-tensors --stacks 128 -- \
+    # The planted leak by its Python line (our Python frames: no perf map,
+    # default depth), and the model's lines among the sites at the peak.
+    if traced "$t/leak" --torch-tensors -- \
         python3 "$train" --samples "$t/leak/samples.json" --steps 100 --leak; then
       report "$t/leak" && verdict torch.leak "$t/leak/check.log" checker growth \
-        --report "$t/leak/report.json" --function compute_loss
+        --report "$t/leak/report.json" --function compute_loss --python-file torch_train.py
+      verdict torch.python_lines "$t/leak/lines.log" checker python-lines --report "$t/leak/report.json" \
+        --python-file torch_train.py --function forward --function compute_loss --function main
     else
       fail torch.leak "$(last_line "$t/leak/stderr")"
+    fi
+  fi
+
+  if wanted torch.python_overhead; then
+    # Step time with Python frames on (the default) against off, same pool
+    # (--torch-tensors), and PyTorch's own _record_memory_history(stacks=
+    # "python") untraced: what the Python lines cost either way.
+    if traced "$t/pyoff" --torch-tensors --python off -- \
+          python3 "$train" --samples "$t/pyoff/samples.json" "${run_args[@]}" &&
+        traced "$t/pyon" --torch-tensors -- python3 "$train" --samples "$t/pyon/samples.json" "${run_args[@]}" &&
+        timeout "$(limit 300)" python3 "$train" --samples "$t/history.json" --record-history "${run_args[@]}" \
+          >"$t/history.log" 2>&1; then
+      verdict torch.python_overhead "$t/pyon.log" checker time --base "$t/pyoff/samples.json" \
+        --traced "$t/pyon/samples.json" --goal 0.05
+      verdict torch.python_overhead.vs_record_history "$t/history-vs.log" checker time \
+        --base "$t/history.json" --traced "$t/pyon/samples.json" --goal 0.10
+    else
+      fail torch.python_overhead "a run did not complete: $(last_line "$t/history.log")"
     fi
   fi
 

@@ -269,9 +269,44 @@ def check_growth(args):
                f"at {site} (iterations from {report['iterations']['source']})")
     if not named:
         raise CheckFailed(figures + f"; no frame names {args.function}: {top['functions'][:12]}")
+    if args.python_file:
+        line = python_line(top.get("frames", []), args.function, args.python_file)
+        if line is None:
+            raise CheckFailed(figures + f"; no Python frame {args.function} in {args.python_file} with its line")
+        figures += f" ({args.python_file}:{line})"
     if args.expect_bytes and top["bytes_per_iteration"] != args.expect_bytes:
         raise CheckFailed(figures + f"; expected {args.expect_bytes} B/iteration")
     return figures
+
+
+def python_line(frames, function, file_name):
+    """The line of the first Python frame (TRACE_FORMAT.md, "A Python frame")
+    whose qualified name ends in `function` and whose file ends in
+    `file_name`; None when there is none or it has no line."""
+    for frame in frames:
+        if (frame.get("py") and str(frame.get("fn", "")).split(".")[-1] == function
+                and str(frame.get("file", "")).endswith(file_name) and isinstance(frame.get("line"), int)):
+            return frame["line"]
+    return None
+
+
+def check_python_lines(args):
+    """The sites live at the allocated peak name the training script's own
+    Python lines: each function in --function has a frame, with its line,
+    in --python-file in some site of top_at_peak."""
+    report = read_json(args.report)
+    found = {}
+    for site in report.get("top_at_peak", []):
+        for function in args.function:
+            line = python_line(site.get("frames", []), function, args.python_file)
+            if line is not None and function not in found:
+                found[function] = line
+    figures = ", ".join(f"{f} ({args.python_file}:{line})" for f, line in found.items())
+    missing = [f for f in args.function if f not in found]
+    if missing:
+        raise CheckFailed(f"no Python frame of {', '.join(missing)} in {args.python_file} among the sites live "
+                          f"at the peak (found: {figures or 'none'})")
+    return "sites at the peak name " + figures
 
 
 def check_oom(args):
@@ -379,7 +414,14 @@ def main():
     p.add_argument("--report", required=True)
     p.add_argument("--function", required=True, help="a frame of the leak's stack contains this")
     p.add_argument("--expect-bytes", type=int, default=0)
+    p.add_argument("--python-file", help="the function must be a Python frame of this file, with its line")
     p.set_defaults(run=check_growth)
+
+    p = sub.add_parser("python-lines", help="the sites at the peak name the script's Python lines")
+    p.add_argument("--report", required=True)
+    p.add_argument("--python-file", required=True)
+    p.add_argument("--function", required=True, action="append", help="a Python function of that file")
+    p.set_defaults(run=check_python_lines)
 
     p = sub.add_parser("oom", help="a provoked out-of-memory failure is explained")
     p.add_argument("--report", required=True)

@@ -51,6 +51,35 @@ class GpuChecks(unittest.TestCase):
         rc, out = self.check("growth", "--report", self.write("r.json", report), "--function", "compute_loss")
         self.assertEqual((rc, out.startswith("no growth leak")), (1, True), out)
 
+    def test_growth_with_python_frames_needs_the_line(self):
+        frames = [{"ip": "0x1", "fn": "c10::alloc", "module": "/t/libc10_cuda.so", "off": "0x1"},
+                  {"py": True, "fn": "compute_loss", "file": "/x/torch_train.py", "line": 79},
+                  {"py": True, "fn": "main", "file": "/x/torch_train.py", "line": 121}]
+        report = {"iterations": {"source": "marks"}, "growth": [{
+            "functions": ["c10::alloc", "compute_loss", "main"], "frames": frames,
+            "bytes_per_iteration": 512, "iterations": 99}]}
+        rc, out = self.check("growth", "--report", self.write("r.json", report), "--function", "compute_loss",
+                             "--python-file", "torch_train.py")
+        self.assertEqual(rc, 0, out)
+        self.assertIn("(torch_train.py:79)", out)
+        frames[1]["line"] = None
+        rc, out = self.check("growth", "--report", self.write("r.json", report), "--function", "compute_loss",
+                             "--python-file", "torch_train.py")
+        self.assertEqual(rc, 1, out)
+
+    def test_python_lines_at_the_peak(self):
+        site = lambda fn, line: {"frames": [{"ip": "0x1", "fn": None, "module": "/t/libtorch.so", "off": "0x1"},
+                                            {"py": True, "fn": fn, "file": "/x/torch_train.py", "line": line}]}
+        report = {"top_at_peak": [site("TinyModel.forward", 66), site("compute_loss", 79)]}
+        args = ["python-lines", "--report", self.write("r.json", report), "--python-file", "torch_train.py",
+                "--function", "forward", "--function", "compute_loss"]
+        rc, out = self.check(*args)
+        self.assertEqual(rc, 0, out)
+        self.assertIn("forward (torch_train.py:66)", out)
+        rc, out = self.check(*args, "--function", "step")
+        self.assertEqual(rc, 1, out)
+        self.assertIn("no Python frame of step", out)
+
     def test_oom_needs_an_explained_capacity_event_for_the_request(self):
         samples = self.write("s.json", {"oom_request": 1000})
         event = {"size": 2 << 20, "cause": "capacity", "sentence": "asked 2 MiB, 0 B free"}

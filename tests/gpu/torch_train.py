@@ -10,7 +10,7 @@ writes them to --samples as JSON. Under cumemtrace it also writes a mark
 with ctypes; nothing happens without cumemtrace), so gpu_checks.py can read
 the trace's state at exactly the points PyTorch was sampled.
 
-  torch_train.py --samples OUT.json [--steps N] [--leak] [--oom]
+  torch_train.py --samples OUT.json [--steps N] [--leak] [--oom] [--record-history]
 
 --leak keeps every step's loss on the GPU in a list (the planted growth
 leak: one small tensor per step, allocated in compute_loss). --oom asks for
@@ -97,10 +97,15 @@ def main():
     parser.add_argument("--seed", type=int, default=1234)
     parser.add_argument("--leak", action="store_true", help="keep every loss on the GPU (planted leak)")
     parser.add_argument("--oom", action="store_true", help="provoke one out-of-memory failure")
+    parser.add_argument("--record-history", action="store_true",
+                        help="PyTorch's own allocation history with Python stacks "
+                             "(_record_memory_history(stacks='python')): the cost gpu-check.sh compares ours with")
     args = parser.parse_args()
     if not torch.cuda.is_available():
         raise SystemExit("torch_train: torch.cuda.is_available() is False")
 
+    if args.record_history:
+        torch.cuda.memory._record_memory_history(max_entries=100000, stacks="python")
     device = torch.device("cuda", 0)
     torch.manual_seed(args.seed)
     rng = torch.Generator().manual_seed(args.seed)
