@@ -37,14 +37,26 @@ StackRecorder::StackRecorder(unsigned depth, const StackPlatform& platform, Trac
       python_symbols_(platform.python_symbols) {}
 
 void StackRecorder::detect_python() {
-  std::call_once(python_once_, [this] {
-    if (!enabled_ || python_symbols_ == nullptr) return;
-    python::Detection found = python::detect_interpreter(python_symbols_);
+  if (python_state_.load(std::memory_order_acquire) == kPythonKnown) return;
+  // The search calls dlsym, which takes the loader's lock: no lock of ours
+  // is held meanwhile (a thread inside dlopen, holding the loader's lock,
+  // may be recording an allocation from a library constructor and come
+  // here). Threads that race each search; the first publishes.
+  python::Detection found;
+  if (enabled_ && python_symbols_ != nullptr) found = python::detect_interpreter(python_symbols_);
+  int expected = kPythonUnknown;
+  if (python_state_.compare_exchange_strong(expected, kPythonPublishing, std::memory_order_acq_rel)) {
     python_note_ = std::move(found.note);
-    if (found.outcome != python::Detection::Outcome::walkable) return;
-    python_owner_ = std::make_unique<python::PythonFrames>(found.interpreter);
-    python_.store(python_owner_.get(), std::memory_order_release);
-  });
+    if (found.outcome == python::Detection::Outcome::walkable) {
+      python_owner_ = std::make_unique<python::PythonFrames>(found.interpreter);
+      python_.store(python_owner_.get(), std::memory_order_release);
+    }
+    python_state_.store(kPythonKnown, std::memory_order_release);
+    return;
+  }
+  // Another thread publishes what it found: a few stores, no lock, no call.
+  while (python_state_.load(std::memory_order_acquire) != kPythonKnown) {
+  }
 }
 
 std::string StackRecorder::python_note() {
@@ -99,7 +111,7 @@ std::uint32_t StackRecorder::python_stack_id(python::PythonFrames& python) {
     for (int i = 0; i < got && n < depth_; ++i) {
       const auto ip = reinterpret_cast<std::uintptr_t>(raw[i]);
       if (ip - own_begin_ < own_size_) continue;  // ours
-      native_slots[n] = raw_slots[i];
+      if (has_slots) native_slots[n] = raw_slots[i];
       native[n++] = ip;
     }
   } else if (capture_ != nullptr) {

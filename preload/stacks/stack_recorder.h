@@ -188,12 +188,16 @@ class StackRecorder {
   std::once_flag prepare_once_;
   std::unique_ptr<StackTable> table_;
   std::atomic<bool> warned_full_{false};
-  // Python: looked for once, at the first capture or when the header asks.
+  // Python: looked for once, at the first capture or when the header asks
+  // (detect_python; no lock held while the loader is asked).
+  static constexpr int kPythonUnknown = 0;
+  static constexpr int kPythonPublishing = 1;
+  static constexpr int kPythonKnown = 2;
   const python::SymbolLookup python_symbols_;
-  std::once_flag python_once_;
+  std::atomic<int> python_state_{kPythonUnknown};
   std::unique_ptr<python::PythonFrames> python_owner_;
   std::atomic<python::PythonFrames*> python_{nullptr};
-  std::string python_note_;  // set inside python_once_
+  std::string python_note_;  // written before python_state_ becomes kPythonKnown
 };
 
 }  // namespace cumemtrace::preload
