@@ -105,15 +105,4 @@ void FrameNamer::append_json(LineBuffer& out, const NamedFrame& frame) {
   out.ch('}');
 }
 
-void FrameNamer::append_frames_json(LineBuffer& out, std::span<const std::uintptr_t> ips) {
-  out.key("frames").ch('[');
-  bool first = true;
-  for (std::uintptr_t ip : ips) {
-    if (!first) out.ch(',');
-    append_json(out, name(ip));
-    first = false;
-  }
-  out.ch(']');
-}
-
 }  // namespace cumemtrace::preload

@@ -7,7 +7,6 @@
 #include <cstdint>
 #include <mutex>
 #include <optional>
-#include <span>
 #include <string>
 #include <unordered_map>
 
@@ -39,8 +38,6 @@ class FrameNamer {
 
   // {"ip":"0x…","fn":"…","module":"…","off":"0x…"}, null for what is unknown.
   static void append_json(LineBuffer& out, const NamedFrame& frame);
-  // ,"frames":[…] for a whole stack, innermost frame first.
-  void append_frames_json(LineBuffer& out, std::span<const std::uintptr_t> ips);
 
  private:
   NamedFrame name_uncached(std::uintptr_t ip, bool& in_object_file);

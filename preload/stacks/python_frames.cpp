@@ -4,7 +4,6 @@
 #include <link.h>
 #include <pthread.h>
 
-#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <atomic>

@@ -132,8 +132,6 @@ class PythonFrames {
   };
   static Counters thread_counters();
 
-  const Interpreter& interpreter() const { return interpreter_; }
-
   // One frame of a thread's previous capture (python_frames.cpp).
   struct Link;
 

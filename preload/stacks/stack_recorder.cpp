@@ -172,29 +172,28 @@ void StackRecorder::write_stack_event(std::uint32_t id, std::span<const std::uin
   python::PythonFrames* const python = python_.load(std::memory_order_acquire);
   const bool with_python =
       python != nullptr && std::any_of(ips.begin(), ips.end(), [](std::uintptr_t w) { return python::is_python_word(w); });
-  if (!with_python) {
-    namer_.append_frames_json(body, ips);
-  } else {
-    body.key("frames").ch('[');
-    bool first = true;
-    for (const std::uintptr_t word : ips) {
-      if (python::is_python_word(word)) {
-        if (!first) body.ch(',');
-        append_python_frame_json(body, python->function(python::function_of(word)), python::line_of(word));
-        first = false;
-        continue;
-      }
-      const NamedFrame frame = namer_.name(word);
-      // CPython's perf trampolines (PYTHONPERFSUPPORT, 3.12+) name a native
-      // frame after the Python function it runs, "py::fn:file": that
-      // function is a Python frame here already, so it is not shown twice.
-      if (frame.fn && frame.fn->starts_with("py::") && frame.module && frame.module->ends_with(".map")) continue;
+  body.key("frames").ch('[');
+  bool first = true;
+  for (const std::uintptr_t word : ips) {
+    if (with_python && python::is_python_word(word)) {
       if (!first) body.ch(',');
-      FrameNamer::append_json(body, frame);
+      append_python_frame_json(body, python->function(python::function_of(word)), python::line_of(word));
       first = false;
+      continue;
     }
-    body.ch(']');
+    const NamedFrame frame = namer_.name(word);
+    // CPython's perf trampolines (PYTHONPERFSUPPORT, 3.12+) name a native
+    // frame after the Python function it runs, "py::fn:file": in a stack
+    // with Python frames that function is one already, so it is not shown
+    // twice.
+    if (with_python && frame.fn && frame.fn->starts_with("py::") && frame.module && frame.module->ends_with(".map")) {
+      continue;
+    }
+    if (!first) body.ch(',');
+    FrameNamer::append_json(body, frame);
+    first = false;
   }
+  body.ch(']');
   writer_.emit(format::name(format::Event::stack), body);
 }
 
