@@ -42,6 +42,9 @@ sim_app(sim_free_sync ENV SIMCUDA_ASYNC_LATENCY_US=200000)
 sim_app(sim_async_alloc ENV SIMCUDA_ASYNC_LATENCY_US=20000)
 sim_app(sim_managed_host_pitch)
 sim_app(sim_driver DRIVER ENV SIMCUDA_DEVICE_MEMORY=4GiB)
+# VMM memory is no file: RLIMIT_FSIZE and RLIMIT_NOFILE do not touch it
+# (tests/sim/driver/drv_vmm.cpp).
+sim_app(sim_vmm_backing DRIVER)
 sim_app(sim_entry_points)
 sim_app(sim_ptds DEFINES CUDA_API_PER_THREAD_DEFAULT_STREAM=1 ENV SIMCUDA_ASYNC_LATENCY_US=100000)
 # The per-thread build must really reference the _ptds/_ptsz runtime symbols.
@@ -61,3 +64,19 @@ sim_app(sim_env ARGS 17179869184 1 3
 add_test(NAME sim_env_units COMMAND sim_env 1610612736 3 0)
 set_tests_properties(sim_env_units PROPERTIES LABELS sim ENVIRONMENT
   "LD_LIBRARY_PATH=${SIMCUDA_LIBRARY_DIR};SIMCUDA_DEVICE_MEMORY=1.5GiB;SIMCUDA_DEVICE_COUNT=3;SIMCUDA_MALLOC_LATENCY_US=0")
+
+# Legacy CUDA IPC between two processes (tests/sim/driver/drv_ipc.cpp).
+# ipc_share is a plain program with its own command line, meant to be run
+# under cumemtrace as well; on the bare sim every buffer must be shared
+# intact, through either API.
+cumemtrace_add_cuda_app(ipc_share ipc_share.cpp DRIVER)
+add_dependencies(ipc_share simcuda_runtime simcuda_driver)
+foreach(_api runtime driver)
+  add_test(NAME sim_ipc_share_${_api} COMMAND ipc_share --api ${_api})
+  set_tests_properties(sim_ipc_share_${_api} PROPERTIES LABELS sim TIMEOUT 60
+    ENVIRONMENT "LD_LIBRARY_PATH=${SIMCUDA_LIBRARY_DIR}"
+    FAIL_REGULAR_EXPRESSION "CORRUPT;refused=[1-9];corrupt=[1-9]")
+endforeach()
+# Refusal codes, address ranges, pointer attributes, the importer's mapping
+# outliving the exporter's free, and fork.
+sim_app(sim_ipc DRIVER ENV SIMCUDA_DEVICE_COUNT=2 SIMCUDA_DEVICE_MEMORY=1GiB TIMEOUT 60)

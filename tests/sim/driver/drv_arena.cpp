@@ -66,9 +66,12 @@ void RangeAllocator::release(std::uintptr_t p, std::size_t size, std::size_t bou
   insert_free(start, n);
 }
 
-void RangeAllocator::remove(std::uintptr_t p, std::size_t size) {
-  auto it = by_addr_.find(p);
-  if (it != by_addr_.end() && it->second == size) erase_free(it);
+void RangeAllocator::remove_within(std::uintptr_t p, std::size_t size) {
+  for (auto it = by_addr_.lower_bound(p); it != by_addr_.end() && it->first < p + size;) {
+    auto next = std::next(it);
+    erase_free(it);
+    it = next;
+  }
 }
 
 // ---- DeviceSpace -------------------------------------------------------------
@@ -109,19 +112,20 @@ std::uintptr_t DeviceSpace::alloc(std::size_t size, std::size_t free_pages, std:
   return p;
 }
 
-std::size_t DeviceSpace::release(std::uintptr_t p, std::size_t size) {
+std::size_t DeviceSpace::release(std::uintptr_t p, std::size_t size, bool keep_hole) {
   if (std::size_t own = own_pages(size)) {
     pages_.release(p, own * kPageSize);
     discard(p, own * kPageSize);
     return own;
   }
   const std::uintptr_t page = p & ~(kPageSize - 1);
-  shared_.release(p, size, kPageSize);
+  if (!keep_hole) shared_.release(p, size, kPageSize);
   auto it = shared_used_.find(page);
   if ((it->second -= size) != 0) return 0;
-  // The last allocation of the page is gone: the page is free again.
+  // The last allocation of the page is gone: the page is free again (with
+  // every hole in it, kept ones included).
   shared_used_.erase(it);
-  shared_.remove(page, kPageSize);
+  shared_.remove_within(page, kPageSize);
   pages_.release(page, kPageSize);
   // Its RAM is kept: small allocations never hold much, and a program that
   // allocates and frees one small buffer in a loop empties and reopens the

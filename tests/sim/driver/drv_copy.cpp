@@ -5,6 +5,7 @@
 // Pageable host memory follows the CUDA Runtime API's "API synchronization
 // behavior": an async copy from pageable memory is staged before the call
 // returns, and an async copy to pageable memory completes before it returns.
+// Every access to device memory holds remap_lock() shared (see drv_ipc.cpp).
 #include <cstring>
 
 #include "drv_internal.h"
@@ -51,7 +52,10 @@ CUresult copy(Ptr dst, Ptr src, std::size_t n, CUstream h, bool async, bool pt) 
   const void* sp = reinterpret_cast<const void*>(src.p);
   if (!async || !dst_sim) {
     // Synchronous, or asynchronous into pageable memory: done on return.
-    run_sync(s, [d, sp, n] { std::memmove(d, sp, n); }, true);
+    run_sync(s, [d, sp, n] {
+      std::shared_lock<std::shared_mutex> lk(remap_lock());
+      std::memmove(d, sp, n);
+    }, true);
     return CUDA_SUCCESS;
   }
   Op op;
@@ -59,9 +63,15 @@ CUresult copy(Ptr dst, Ptr src, std::size_t n, CUstream h, bool async, bool pt) 
   if (!src_sim) {
     auto staged = std::make_shared<std::vector<unsigned char>>(
         static_cast<const unsigned char*>(sp), static_cast<const unsigned char*>(sp) + n);
-    op.fn = [d, staged] { std::memcpy(d, staged->data(), staged->size()); };
+    op.fn = [d, staged] {
+      std::shared_lock<std::shared_mutex> lk(remap_lock());
+      std::memcpy(d, staged->data(), staged->size());
+    };
   } else {
-    op.fn = [d, sp, n] { std::memmove(d, sp, n); };
+    op.fn = [d, sp, n] {
+      std::shared_lock<std::shared_mutex> lk(remap_lock());
+      std::memmove(d, sp, n);
+    };
   }
   enqueue(s, std::move(op));
   return CUDA_SUCCESS;
@@ -79,6 +89,7 @@ CUresult set(std::uintptr_t dst, std::size_t pitch, T value, std::size_t width,
   const std::size_t span = (height - 1) * pitch + row;
   if (CUresult r = check_device_side(dst, span)) return r;
   auto fn = [dst, pitch, value, width, height] {
+    std::shared_lock<std::shared_mutex> lk(remap_lock());
     for (std::size_t y = 0; y < height; ++y) {
       T* p = reinterpret_cast<T*>(dst + y * pitch);
       if (sizeof(T) == 1) {

@@ -27,6 +27,8 @@
 #include <memory>
 #include <mutex>
 #include <set>
+#include <shared_mutex>
+#include <tuple>
 #include <unordered_map>
 #include <type_traits>
 #include <vector>
@@ -66,8 +68,8 @@ class RangeAllocator {
   std::uintptr_t alloc(std::size_t size);
   // Gives [p, p+size) back, merging with free neighbours.
   void release(std::uintptr_t p, std::size_t size, std::size_t boundary = 0);
-  // Takes the free range [p, p+size) out whole (it must be one free range).
-  void remove(std::uintptr_t p, std::size_t size);
+  // Takes every free range inside [p, p+size) out.
+  void remove_within(std::uintptr_t p, std::size_t size);
 
  private:
   void insert_free(std::uintptr_t p, std::size_t n);
@@ -98,7 +100,14 @@ class DeviceSpace {
   // Returns 0 when the pages run out.
   std::uintptr_t alloc(std::size_t size, std::size_t free_pages, std::size_t* pages_taken);
   // Frees what alloc returned; returns the number of pages given back.
-  std::size_t release(std::uintptr_t p, std::size_t size);
+  // With keep_hole, a small allocation's bytes are not handed out again while
+  // its shared page lives (memory another process may still map, see
+  // drv_ipc.cpp); the page is still freed with its last allocation.
+  std::size_t release(std::uintptr_t p, std::size_t size, bool keep_hole = false);
+  // Address space without physical pages (an imported IPC mapping):
+  // `bytes` is a multiple of kPageSize; 0 when the space is exhausted.
+  std::uintptr_t reserve(std::size_t bytes) { return pages_.alloc(bytes); }
+  void unreserve(std::uintptr_t p, std::size_t bytes) { pages_.release(p, bytes); }
   // Physical pages an allocation of `size` bytes takes of its own (0 when
   // it goes into a shared page).
   static std::size_t own_pages(std::size_t size) {
@@ -113,16 +122,35 @@ class DeviceSpace {
   std::unordered_map<std::uintptr_t, std::size_t> shared_used_;  // shared page -> live bytes
 };
 
-enum class AllocKind { Device, Pitch, Managed, Async };
+// Ipc: another process's allocation mapped here by cuIpcOpenMemHandle.
+enum class AllocKind { Device, Pitch, Managed, Async, Ipc };
 
 struct Allocation {
-  std::uintptr_t base;
-  std::size_t size;       // size rounded to kAllocAlign (what the pool counts as used)
-  std::size_t requested;  // what the caller asked for
-  Context* ctx;
-  AllocKind kind;
-  Pool* pool;             // for stream-ordered allocations
-  bool free_pending;      // a cuMemFreeAsync is queued for it
+  std::uintptr_t base = 0;
+  std::size_t size = 0;       // size rounded to kAllocAlign (what the pool counts as used)
+  std::size_t requested = 0;  // what the caller asked for
+  Context* ctx = nullptr;
+  AllocKind kind = AllocKind::Device;
+  Pool* pool = nullptr;       // for stream-ordered allocations
+  bool free_pending = false;  // a cuMemFreeAsync is queued for it
+  bool exported = false;      // cuIpcGetMemHandle gave out a handle for it
+  // CU_POINTER_ATTRIBUTE_BUFFER_ID: "unique ID over a process lifetime".
+  std::uint64_t buffer_id = 0;
+  // Kind Ipc only: the whole mapped unit, the opens not yet closed, and the
+  // handle's identity (exporter pid, memfd inode, exporter's buffer id).
+  std::uintptr_t map_base = 0;
+  std::size_t map_size = 0;
+  int ipc_refs = 0;
+  std::tuple<std::uint32_t, std::uint64_t, std::uint64_t> ipc_key{};
+};
+
+// A unit of a device's space (one allocation's own pages, or one shared
+// page) that was exported with cuIpcGetMemHandle: it is backed by a memfd,
+// MAP_SHARED, that other processes map (drv_ipc.cpp).
+struct SharedUnit {
+  int fd = -1;
+  std::size_t size = 0;      // bytes mapped (a multiple of kPageSize)
+  std::uint64_t inode = 0;   // identity of the memfd, written into handles
 };
 
 struct Device {
@@ -131,6 +159,10 @@ struct Device {
   std::mutex mu;  // guards space, allocs, used
   DeviceSpace space;
   std::map<std::uintptr_t, Allocation> allocs;
+  std::map<std::uintptr_t, SharedUnit> shared_units;  // by unit base (exporter side)
+  // Handles opened here: (exporter pid, memfd inode, exporter buffer id) ->
+  // the pointer cuIpcOpenMemHandle returned (importer side).
+  std::map<std::tuple<std::uint32_t, std::uint64_t, std::uint64_t>, std::uintptr_t> imports;
   // Physical memory in use: pages of allocations (space and low) + VMM
   // physical memory (cuMemCreate); always a multiple of kPageSize.
   std::size_t used = 0;
@@ -222,6 +254,8 @@ struct Globals {
   std::vector<Pool*> retired_pools;
   std::vector<Device*> retired_devices;
   std::atomic<unsigned long long> next_stream_id{100};
+  // CU_POINTER_ATTRIBUTE_BUFFER_ID of the next allocation of any kind.
+  std::atomic<std::uint64_t> next_buffer_id{1};
 };
 Globals& G();
 
@@ -287,10 +321,38 @@ struct PtrInfo {
   Context* ctx = nullptr;
   bool host = false;         // pinned host allocation
   bool managed = false;      // cuMemAllocManaged
+  bool vmm = false;          // a cuMemMap mapping (or, with !found, a reservation)
+  AllocKind kind = AllocKind::Device;  // for device-space allocations
+  Pool* pool = nullptr;
+  std::uint64_t buffer_id = 0;
+  // CU_POINTER_ATTRIBUTE_RANGE_START_ADDR / RANGE_SIZE: the allocation, or
+  // for VMM the cuMemAddressReserve range ("the mappable address range").
+  std::uintptr_t range_base = 0;
+  std::size_t range_size = 0;
+  bool mapped = false;       // CU_POINTER_ATTRIBUTE_MAPPED
 };
 // Looks up any simulated allocation (arena, low arena, pinned host, VMM
 // mapping) containing [p, p+len). len 0 checks just p.
 PtrInfo lookup_range(std::uintptr_t p, std::size_t len);
+// What the pointer attribute queries say of p: lookup_range(p, 0), or for a
+// VMM address whose mapping is not accessible or that is only reserved, the
+// reservation (found false for a reserved but unmapped address, vmm true).
+PtrInfo describe_pointer(std::uintptr_t p);
+
+// Device memory is plain host memory that stream workers read and write
+// with memmove/memset. Remapping a live range to a shared memfd (the first
+// cuIpcGetMemHandle of a unit) must not race with them: workers hold this
+// shared while they touch device memory, the remap holds it exclusively.
+std::shared_mutex& remap_lock();
+
+// ---- ipc (drv_ipc.cpp) -------------------------------------------------------
+// Called with d->mu held by the code that frees allocations: an exported
+// allocation's slot is cleared and, when its unit goes, the unit is turned
+// back into private memory (importers keep the memfd they mapped); an
+// imported mapping is unmapped.
+void ipc_forget_export_locked(Device* d, const Allocation& a);
+void ipc_unshare_unit_locked(Device* d, std::uintptr_t unit);
+void ipc_unmap_import_locked(Device* d, const Allocation& a);
 CUresult alloc_device(Context* ctx, std::size_t size, AllocKind kind, Pool* pool, std::uintptr_t* out);
 // Marks the allocation starting at p as having a stream-ordered free queued;
 // fails for unknown pointers and for a second free.
@@ -301,7 +363,11 @@ void free_context_allocations(Context* ctx);
 void free_context_host(Context* ctx);
 
 // ---- vmm (drv_vmm.cpp) -----------------------------------------------------
-bool vmm_lookup(std::uintptr_t p, std::size_t len, PtrInfo* info);
+// Fills info for an accessible mapping containing [p, p+len); with
+// for_attributes, also for a mapped but inaccessible address (found) and a
+// reserved, unmapped one (found false, vmm true). False if p is in no
+// reservation.
+bool vmm_lookup(std::uintptr_t p, std::size_t len, PtrInfo* info, bool for_attributes = false);
 
 // ---- fork --------------------------------------------------------------------
 extern std::atomic<bool> g_forked_child;

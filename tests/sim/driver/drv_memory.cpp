@@ -2,6 +2,7 @@
 #include <sys/mman.h>
 
 #include <climits>
+#include <cstring>
 
 #include "drv_internal.h"
 
@@ -24,6 +25,7 @@ struct HostAlloc {
   std::size_t size;
   unsigned flags;
   Context* ctx;
+  std::uint64_t buffer_id;
 };
 std::mutex& host_mu() {
   static auto* m = new std::mutex;
@@ -49,7 +51,27 @@ Device* device_of(std::uintptr_t p) {
 
 void release_locked(Device* d, std::map<std::uintptr_t, Allocation>::iterator it) {
   const Allocation& a = it->second;
-  d->used -= d->space.release(a.base, a.size) * kPageSize;
+  if (a.kind == AllocKind::Ipc) {
+    // Another process's memory: nothing of this device's capacity to return.
+    ipc_unmap_import_locked(d, a);
+    d->allocs.erase(it);
+    return;
+  }
+  const bool own = DeviceSpace::own_pages(a.size) != 0;
+  if (a.exported) {
+    ipc_forget_export_locked(d, a);
+    // The unit goes private again before its pages can be handed out; an
+    // importer keeps the memfd (and the bytes) it mapped, as the real driver
+    // keeps the physical memory of an exported allocation while it is open.
+    if (own) ipc_unshare_unit_locked(d, a.base);
+  }
+  // An exported small allocation's bytes are not reused while its page
+  // lives: the page is mapped by the importers.
+  const std::size_t pages = d->space.release(a.base, a.size, a.exported && !own);
+  d->used -= pages * kPageSize;
+  if (!own && pages != 0 && !d->shared_units.empty()) {
+    ipc_unshare_unit_locked(d, a.base & ~(kPageSize - 1));
+  }
   // cuMemFree of stream-ordered memory frees it, but the pool goes on
   // counting it as used (cudaMemPoolAttrUsedMemCurrent): driver 580.159.04
   // on an H100 (tests/apps/sim_driver_probe).
@@ -72,7 +94,15 @@ CUresult alloc_device(Context* ctx, std::size_t size, AllocKind kind, Pool* pool
   std::uintptr_t p = space->alloc(rounded, d->free_pages(), &pages);
   if (!p) return CUDA_ERROR_OUT_OF_MEMORY;
   d->used += pages * kPageSize;
-  d->allocs[p] = Allocation{p, rounded, size, ctx, kind, pool, false};
+  Allocation& a = d->allocs[p];
+  a = Allocation{};
+  a.base = p;
+  a.size = rounded;
+  a.requested = size;
+  a.ctx = ctx;
+  a.kind = kind;
+  a.pool = pool;
+  a.buffer_id = G().next_buffer_id.fetch_add(1, std::memory_order_relaxed);
   if (pool) {
     std::uint64_t now = pool->used_current.fetch_add(rounded) + rounded;
     std::uint64_t high = pool->used_high.load();
@@ -89,6 +119,8 @@ CUresult free_device(std::uintptr_t p, bool async_pending_ok) {
   std::lock_guard<std::mutex> lk(d->mu);
   auto it = d->allocs.find(p);
   if (it == d->allocs.end()) return CUDA_ERROR_INVALID_VALUE;
+  // Imported memory is released with cuIpcCloseMemHandle, not freed.
+  if (it->second.kind == AllocKind::Ipc) return CUDA_ERROR_INVALID_VALUE;
   if (it->second.free_pending && !async_pending_ok) return CUDA_ERROR_INVALID_VALUE;
   release_locked(d, it);
   return CUDA_SUCCESS;
@@ -99,7 +131,9 @@ CUresult mark_free_pending(std::uintptr_t p) {
   if (!d) return CUDA_ERROR_INVALID_VALUE;
   std::lock_guard<std::mutex> lk(d->mu);
   auto it = d->allocs.find(p);
-  if (it == d->allocs.end() || it->second.free_pending) return CUDA_ERROR_INVALID_VALUE;
+  if (it == d->allocs.end() || it->second.free_pending || it->second.kind == AllocKind::Ipc) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
   it->second.free_pending = true;
   return CUDA_SUCCESS;
 }
@@ -138,8 +172,16 @@ PtrInfo lookup_range(std::uintptr_t p, std::size_t len) {
     --it;
     const Allocation& a = it->second;
     if (p < a.base + a.requested && p + len <= a.base + a.requested) {
-      info = PtrInfo{true, d->ordinal, a.base, a.requested, a.ctx, false,
-                     a.kind == AllocKind::Managed};
+      info.found = true;
+      info.device = d->ordinal;
+      info.base = info.range_base = a.base;
+      info.size = info.range_size = a.requested;
+      info.ctx = a.ctx;
+      info.managed = a.kind == AllocKind::Managed;
+      info.kind = a.kind;
+      info.pool = a.pool;
+      info.buffer_id = a.buffer_id;
+      info.mapped = true;
     }
     return info;
   }
@@ -150,11 +192,24 @@ PtrInfo lookup_range(std::uintptr_t p, std::size_t len) {
     if (it != m.begin()) {
       --it;
       if (p < it->first + it->second.size && p + len <= it->first + it->second.size) {
-        return PtrInfo{true, -1, it->first, it->second.size, it->second.ctx, true, false};
+        info.found = true;
+        info.base = info.range_base = it->first;
+        info.size = info.range_size = it->second.size;
+        info.ctx = it->second.ctx;
+        info.host = true;
+        info.buffer_id = it->second.buffer_id;
+        info.mapped = true;
+        return info;
       }
     }
   }
   vmm_lookup(p, len, &info);
+  return info;
+}
+
+PtrInfo describe_pointer(std::uintptr_t p) {
+  PtrInfo info = lookup_range(p, 0);
+  if (!info.found && p != 0) vmm_lookup(p, 0, &info, true);
   return info;
 }
 
@@ -182,7 +237,9 @@ CUresult free_api(std::uintptr_t p) {
   if (CUresult r = current_ctx(&c)) return r;
   if (p == 0) return CUDA_ERROR_INVALID_VALUE;
   PtrInfo info = lookup_range(p, 0);
-  if (!info.found || info.host || info.base != p || info.device < 0) return CUDA_ERROR_INVALID_VALUE;
+  if (!info.found || info.host || info.base != p || info.device < 0 || info.kind == AllocKind::Ipc) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
   simcfg::sleep_us(simcfg::get().free_latency_us);
   // cuMemFree/cudaFree synchronise: outstanding work that may still use the
   // buffer completes before the memory can be handed out again.
@@ -227,7 +284,8 @@ CUresult host_alloc(void** pp, std::size_t size, unsigned flags) {
   void* p = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (p == MAP_FAILED) return CUDA_ERROR_OUT_OF_MEMORY;
   std::lock_guard<std::mutex> lk(host_mu());
-  host_allocs()[reinterpret_cast<std::uintptr_t>(p)] = HostAlloc{size, flags, c};
+  host_allocs()[reinterpret_cast<std::uintptr_t>(p)] =
+      HostAlloc{size, flags, c, G().next_buffer_id.fetch_add(1, std::memory_order_relaxed)};
   *pp = p;
   return CUDA_SUCCESS;
 }
@@ -302,53 +360,149 @@ CUresult CUDAAPI cuMemHostGetFlags(unsigned int* pFlags, void* p) {
   return CUDA_SUCCESS;
 }
 
+// "Returns the base address ... and size ... of the allocation by
+// cuMemAlloc() or cuMemAllocPitch() that contains the input pointer" (cuda.h).
+// For VMM memory it is the mapping (one cuMemCreate handle's extent) that
+// contains the pointer, not the reservation: "For CUDA VMM allocations with
+// multiple physical segments mapped into a contiguous VA range,
+// cuMemGetAddressRange() only returns the size of the individual segment"
+// (ofiwg/libfabric#12473; the same in openucx/ucx#11461). For memory opened
+// with cuIpcOpenMemHandle, the opened range: the pointer it returned and the
+// exported allocation's size.
 CUresult CUDAAPI cuMemGetAddressRange_v2(CUdeviceptr* pbase, size_t* psize, CUdeviceptr dptr) {
   Context* c = nullptr;
   if (CUresult r = current_ctx(&c)) return r;
-  PtrInfo info = lookup_range(dptr, 0);
+  PtrInfo info = describe_pointer(dptr);
   if (!info.found || info.host) return CUDA_ERROR_NOT_FOUND;
   if (pbase) *pbase = info.base;
   if (psize) *psize = info.size;
   return CUDA_SUCCESS;
 }
 
+// The 32-bit ABI of CUDA < 3.2, refused like the other legacy memory ABIs.
+CUresult CUDAAPI cuMemGetAddressRange(CUdeviceptr_v1*, unsigned int*, CUdeviceptr_v1) {
+  return legacy_abi();
+}
+
+namespace {
+
+enum class Answer { Ok, NoValue, Unknown };
+
+// Bytes an attribute's value takes (0: an attribute the sim does not answer).
+// Types as cuda.h documents them ("data must point to an unsigned long long",
+// "must be CUdeviceptr *", ...); the booleans are ints, as NVIDIA's own
+// cuda-python binding (_HelperCUpointer_attribute: bint) reads them.
+std::size_t attribute_size(CUpointer_attribute a) {
+  switch (a) {
+    case CU_POINTER_ATTRIBUTE_CONTEXT: return sizeof(CUcontext);
+    case CU_POINTER_ATTRIBUTE_MEMORY_TYPE: return sizeof(unsigned int);
+    case CU_POINTER_ATTRIBUTE_DEVICE_POINTER: return sizeof(CUdeviceptr);
+    case CU_POINTER_ATTRIBUTE_HOST_POINTER: return sizeof(void*);
+    case CU_POINTER_ATTRIBUTE_BUFFER_ID: return sizeof(unsigned long long);
+    case CU_POINTER_ATTRIBUTE_IS_MANAGED: return sizeof(int);
+    case CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL: return sizeof(int);
+    case CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE: return sizeof(int);
+    case CU_POINTER_ATTRIBUTE_RANGE_START_ADDR: return sizeof(CUdeviceptr);
+    case CU_POINTER_ATTRIBUTE_RANGE_SIZE: return sizeof(std::size_t);
+    case CU_POINTER_ATTRIBUTE_MAPPED: return sizeof(int);
+    case CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE: return sizeof(CUmemoryPool);
+    case CU_POINTER_ATTRIBUTE_MAPPING_SIZE: return sizeof(std::size_t);
+    case CU_POINTER_ATTRIBUTE_MAPPING_BASE_ADDR: return sizeof(CUdeviceptr);
+    default: return 0;
+  }
+}
+
+template <typename T>
+Answer put(void* data, T value) {
+  std::memcpy(data, &value, sizeof value);
+  return Answer::Ok;
+}
+
+Answer pointer_attribute(const PtrInfo& i, CUpointer_attribute attribute, CUdeviceptr ptr,
+                         void* data) {
+  if (attribute_size(attribute) == 0) return Answer::Unknown;
+  // A reserved VMM range with nothing mapped at ptr still has its range:
+  // RANGE_START_ADDR and RANGE_SIZE are "the mappable address range ptr
+  // references (e.g. from cuMemAddressReserve)" and MAPPED is 0 (cuda.h;
+  // NVIDIA DALI's cu_vm_test.cc checks exactly this on a real GPU).
+  if (!i.found) {
+    if (!i.vmm) return Answer::NoValue;
+    switch (attribute) {
+      case CU_POINTER_ATTRIBUTE_RANGE_START_ADDR: return put<CUdeviceptr>(data, i.range_base);
+      case CU_POINTER_ATTRIBUTE_RANGE_SIZE: return put<std::size_t>(data, i.range_size);
+      case CU_POINTER_ATTRIBUTE_MAPPED: return put<int>(data, 0);
+      default: return Answer::NoValue;
+    }
+  }
+  switch (attribute) {
+    case CU_POINTER_ATTRIBUTE_CONTEXT:
+      return put<CUcontext>(data, reinterpret_cast<CUcontext>(i.ctx));
+    case CU_POINTER_ATTRIBUTE_MEMORY_TYPE:
+      return put<unsigned int>(data, i.host ? CU_MEMORYTYPE_HOST : CU_MEMORYTYPE_DEVICE);
+    case CU_POINTER_ATTRIBUTE_DEVICE_POINTER:
+      return put<CUdeviceptr>(data, ptr);
+    case CU_POINTER_ATTRIBUTE_HOST_POINTER:
+      if (!i.host && !i.managed) return Answer::NoValue;
+      return put<void*>(data, reinterpret_cast<void*>(ptr));
+    case CU_POINTER_ATTRIBUTE_BUFFER_ID:
+      return put<unsigned long long>(data, i.buffer_id);
+    case CU_POINTER_ATTRIBUTE_IS_MANAGED:
+      return put<int>(data, i.managed ? 1 : 0);
+    case CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL:
+      return put<int>(data, i.host ? (i.ctx ? i.ctx->dev->ordinal : 0) : i.device);
+    case CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE: {
+      // "1 if this pointer maps to an allocation that is suitable for
+      // cudaIpcGetMemHandle": what cuIpcGetMemHandle accepts (drv_ipc.cpp).
+      const bool capable = !i.host && !i.vmm &&
+                           (i.kind == AllocKind::Device || i.kind == AllocKind::Pitch);
+      return put<int>(data, capable ? 1 : 0);
+    }
+    case CU_POINTER_ATTRIBUTE_RANGE_START_ADDR:
+      return put<CUdeviceptr>(data, i.range_base);
+    case CU_POINTER_ATTRIBUTE_RANGE_SIZE:
+      return put<std::size_t>(data, i.range_size);
+    case CU_POINTER_ATTRIBUTE_MAPPED:
+      return put<int>(data, i.mapped ? 1 : 0);
+    case CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE:
+      // "the mempool handle for the allocation if it was allocated from a
+      // mempool. Otherwise returns NULL."
+      return put<CUmemoryPool>(data, reinterpret_cast<CUmemoryPool>(i.pool));
+    case CU_POINTER_ATTRIBUTE_MAPPING_BASE_ADDR:
+      return put<CUdeviceptr>(data, i.base);
+    case CU_POINTER_ATTRIBUTE_MAPPING_SIZE:
+      return put<std::size_t>(data, i.size);
+    default:
+      return Answer::Unknown;
+  }
+}
+
+}  // namespace
+
 CUresult CUDAAPI cuPointerGetAttribute(void* data, CUpointer_attribute attribute, CUdeviceptr ptr) {
   if (!data) return CUDA_ERROR_INVALID_VALUE;
   if (CUresult r = check_init()) return r;
-  PtrInfo i = lookup_range(ptr, 0);
-  // Memory the driver knows nothing about (pageable host memory, garbage).
-  if (!i.found) return CUDA_ERROR_INVALID_VALUE;
-  const int ordinal = i.host ? (i.ctx ? i.ctx->dev->ordinal : 0) : i.device;
-  switch (attribute) {
-    case CU_POINTER_ATTRIBUTE_CONTEXT:
-      *static_cast<CUcontext*>(data) = reinterpret_cast<CUcontext>(i.ctx);
-      return CUDA_SUCCESS;
-    case CU_POINTER_ATTRIBUTE_MEMORY_TYPE:
-      *static_cast<unsigned int*>(data) = i.host ? CU_MEMORYTYPE_HOST : CU_MEMORYTYPE_DEVICE;
-      return CUDA_SUCCESS;
-    case CU_POINTER_ATTRIBUTE_DEVICE_POINTER:
-      *static_cast<CUdeviceptr*>(data) = ptr;
-      return CUDA_SUCCESS;
-    case CU_POINTER_ATTRIBUTE_HOST_POINTER:
-      if (!i.host && !i.managed) return CUDA_ERROR_INVALID_VALUE;
-      *static_cast<void**>(data) = reinterpret_cast<void*>(ptr);
-      return CUDA_SUCCESS;
-    case CU_POINTER_ATTRIBUTE_IS_MANAGED:
-      *static_cast<int*>(data) = i.managed ? 1 : 0;  // documented as a bool in an int
-      return CUDA_SUCCESS;
-    case CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL:
-      *static_cast<int*>(data) = ordinal;
-      return CUDA_SUCCESS;
-    case CU_POINTER_ATTRIBUTE_RANGE_START_ADDR:
-      *static_cast<CUdeviceptr*>(data) = i.base;
-      return CUDA_SUCCESS;
-    case CU_POINTER_ATTRIBUTE_RANGE_SIZE:
-      *static_cast<std::size_t*>(data) = i.size;
-      return CUDA_SUCCESS;
-    case CU_POINTER_ATTRIBUTE_MAPPED:
-      *static_cast<int*>(data) = 1;
-      return CUDA_SUCCESS;
-    default:
-      return CUDA_ERROR_INVALID_VALUE;
+  // Memory the driver knows nothing about (pageable host memory, garbage),
+  // an attribute without a value for it, or one the sim does not model.
+  const PtrInfo i = describe_pointer(ptr);
+  return pointer_attribute(i, attribute, ptr, data) == Answer::Ok ? CUDA_SUCCESS
+                                                                   : CUDA_ERROR_INVALID_VALUE;
+}
+
+// "Unlike cuPointerGetAttribute, this function will not return an error when
+// the ptr encountered is not a valid CUDA pointer. Instead, the attributes
+// are assigned default NULL values and CUDA_SUCCESS is returned" (cuda.h).
+CUresult CUDAAPI cuPointerGetAttributes(unsigned int numAttributes, CUpointer_attribute* attributes,
+                                        void** data, CUdeviceptr ptr) {
+  if (numAttributes == 0 || !attributes || !data) return CUDA_ERROR_INVALID_VALUE;
+  if (CUresult r = check_init()) return r;
+  for (unsigned int k = 0; k < numAttributes; ++k) {
+    if (!data[k] || attribute_size(attributes[k]) == 0) return CUDA_ERROR_INVALID_VALUE;
   }
+  const PtrInfo i = describe_pointer(ptr);
+  for (unsigned int k = 0; k < numAttributes; ++k) {
+    if (pointer_attribute(i, attributes[k], ptr, data[k]) != Answer::Ok) {
+      std::memset(data[k], 0, attribute_size(attributes[k]));
+    }
+  }
+  return CUDA_SUCCESS;
 }

@@ -1,14 +1,35 @@
 // Virtual memory management: cuMemAddressReserve / cuMemCreate / cuMemMap /
 // cuMemSetAccess / cuMemUnmap / cuMemRelease / cuMemAddressFree.
 //
-// A reservation is an anonymous PROT_NONE mapping. Each physical handle is a
-// memfd, so mapping it (MAP_SHARED|MAP_FIXED) into a reservation shows the
-// same bytes wherever and whenever it is mapped: data survives unmap/remap.
+// A reservation is an anonymous PROT_NONE mapping. Physical memory is shared
+// anonymous memory (MAP_SHARED|MAP_ANONYMOUS), which has no file size: a real
+// driver writes no file, and neither does the sim, so RLIMIT_FSIZE (a memfd
+// needs ftruncate: EFBIG, or SIGXFSZ killing a program that simulates a full
+// disk) and the descriptor limit do not touch cuMemCreate or cuMemMap.
+//
+// Each device has one such object (its "arena", created at the first
+// cuMemCreate on it), seen through two views: a PROT_NONE one, from which
+// handles are carved as ranges of pages (best fit), and a writable one, only
+// for MADV_REMOVE, which gives a destroyed handle's pages back to the kernel
+// (and makes them read as zeros when they are handed out again). cuMemMap
+// duplicates the handle's range into the reservation with
+// mremap(range, 0, size, MREMAP_MAYMOVE|MREMAP_FIXED, ptr): "if the value of
+// old_size is zero, and old_address refers to a shareable mapping, mremap()
+// will create a new mapping of the same pages" (mremap(2)). So every mapping
+// of a handle shows the same bytes, wherever and whenever it is mapped: data
+// survives unmap/remap. The copy has the view's PROT_NONE (inaccessible until
+// cuMemSetAccess) and MADV_DONTFORK (not in a forked child, whose CUDA calls
+// all fail, see drv_state.cpp). Where there is no arena (the host would not
+// map it) or no range of it is large enough, a handle gets a shared anonymous
+// mapping of its own, mapped the same way and unmapped when it is destroyed.
+// The arena spans twice the capacity, so that practically never happens.
+//
 // Physical memory counts against the device's capacity from cuMemCreate until
 // it is both released and unmapped ("the memory is freed when all mappings
 // are unmapped", cuMemRelease).
 #include <sys/mman.h>
-#include <unistd.h>
+
+#include <cstdint>
 
 #include "drv_internal.h"
 
@@ -16,7 +37,10 @@ namespace sim {
 namespace {
 
 struct Phys {
-  int fd = -1;
+  // Its pages as a PROT_NONE shared mapping, what cuMemMap duplicates: a
+  // range of the arena's view, or (own) a mapping of its own.
+  std::uintptr_t source = 0;
+  bool own = false;
   std::size_t size = 0;
   Device* dev = nullptr;
   Context* ctx = nullptr;
@@ -33,11 +57,22 @@ struct Reservation {
   std::size_t size;
   Context* ctx;
   std::map<std::uintptr_t, Mapping> maps;  // by mapping base
+  std::uint64_t buffer_id;  // CU_POINTER_ATTRIBUTE_BUFFER_ID of what is mapped in it
+};
+
+// A device's physical memory for cuMemCreate (see the top of the file).
+struct Arena {
+  bool tried = false;       // created, or failed to, at the first cuMemCreate
+  std::uintptr_t none = 0;  // PROT_NONE view; 0 when there is no arena
+  std::uintptr_t rw = 0;    // writable view of the same pages
+  std::size_t size = 0;
+  RangeAllocator free;      // unused ranges, as addresses in `none`
 };
 
 struct Vmm {
   std::mutex mu;
   std::map<CUmemGenericAllocationHandle, Phys> phys;
+  std::map<Device*, Arena> arenas;
   CUmemGenericAllocationHandle next = 0x51c0000;
   std::map<std::uintptr_t, Reservation> res;  // by reservation base
 };
@@ -56,10 +91,64 @@ CUresult check_prop(const CUmemAllocationProp* prop) {
   return CUDA_SUCCESS;
 }
 
+constexpr int kShared = MAP_SHARED | MAP_ANONYMOUS | MAP_NORESERVE;
+
+// The device's arena, created on first use. Caller holds V().mu.
+Arena& arena_locked(Device* d) {
+  Arena& a = V().arenas[d];
+  if (a.tried) return a;
+  a.tried = true;
+  for (std::size_t factor : {2, 1}) {
+    if (d->capacity > SIZE_MAX / factor) continue;
+    const std::size_t n = d->capacity * factor / kVmmGranularity * kVmmGranularity;
+    void* rw = mmap(nullptr, n, PROT_READ | PROT_WRITE, kShared, -1, 0);
+    if (rw == MAP_FAILED) continue;
+    void* none = mremap(rw, 0, n, MREMAP_MAYMOVE);
+    if (none == MAP_FAILED || mprotect(none, n, PROT_NONE) != 0) {
+      if (none != MAP_FAILED) munmap(none, n);
+      munmap(rw, n);
+      continue;
+    }
+    madvise(rw, n, MADV_DONTFORK);
+    madvise(none, n, MADV_DONTFORK);
+    a.none = reinterpret_cast<std::uintptr_t>(none);
+    a.rw = reinterpret_cast<std::uintptr_t>(rw);
+    a.size = n;
+    a.free.release(a.none, n);
+    break;
+  }
+  return a;
+}
+
+// Pages for a new handle of p->size bytes; false when the host has none.
+// Caller holds V().mu.
+bool take_pages_locked(Device* d, Phys* p) {
+  Arena& a = arena_locked(d);
+  if (a.size != 0) p->source = a.free.alloc(p->size);
+  p->own = p->source == 0;
+  if (p->own) {
+    void* m = mmap(nullptr, p->size, PROT_NONE, kShared, -1, 0);
+    if (m == MAP_FAILED) return false;
+    madvise(m, p->size, MADV_DONTFORK);
+    p->source = reinterpret_cast<std::uintptr_t>(m);
+  }
+  return true;
+}
+
 // Caller holds V().mu.
 void destroy_phys_locked(std::map<CUmemGenericAllocationHandle, Phys>::iterator it) {
   Phys& p = it->second;
-  close(p.fd);
+  if (p.own) {
+    munmap(reinterpret_cast<void*>(p.source), p.size);
+  } else {
+    Arena& a = V().arenas.at(p.dev);
+    // Frees the pages (no mapping of them is left). Should that ever fail,
+    // the range is not handed out again, so no handle starts with another's
+    // bytes.
+    if (madvise(reinterpret_cast<void*>(a.rw + (p.source - a.none)), p.size, MADV_REMOVE) == 0) {
+      a.free.release(p.source, p.size);
+    }
+  }
   {
     std::lock_guard<std::mutex> lk(p.dev->mu);
     p.dev->used -= p.size;
@@ -97,25 +186,40 @@ void unmap_one_locked(std::uintptr_t base, const Mapping& m) {
 
 }  // namespace
 
-bool vmm_lookup(std::uintptr_t p, std::size_t len, PtrInfo* info) {
+bool vmm_lookup(std::uintptr_t p, std::size_t len, PtrInfo* info, bool for_attributes) {
   std::lock_guard<std::mutex> lk(V().mu);
   auto r = find_res_locked(p, len ? len : 1);
   if (r == V().res.end()) return false;
+  PtrInfo out;
+  out.vmm = true;
+  out.range_base = r->first;
+  out.range_size = r->second.size;
+  out.buffer_id = r->second.buffer_id;
   auto& maps = r->second.maps;
   auto it = maps.upper_bound(p);
-  if (it == maps.begin()) return false;
+  if (it == maps.begin() || std::prev(it)->first + std::prev(it)->second.size <= p) {
+    if (for_attributes) *info = out;  // reserved, nothing mapped at p
+    return for_attributes;
+  }
   --it;
-  // The range may span several adjacent mappings; all must be accessible.
+  // The range may span several adjacent mappings; all must be accessible
+  // (the attribute queries ask of p alone, and take a mapping as it is).
   std::uintptr_t cur = p, end = p + (len ? len : 1);
   auto first = it;
   while (cur < end) {
     if (it == maps.end() || it->first > cur || it->first + it->second.size <= cur) return false;
-    if (it->second.prot == PROT_NONE) return false;
+    if (it->second.prot == PROT_NONE && !for_attributes) return false;
     cur = it->first + it->second.size;
     ++it;
   }
   const Phys& ph = V().phys.at(first->second.handle);
-  *info = PtrInfo{true, ph.dev->ordinal, first->first, first->second.size, ph.ctx, false, false};
+  out.found = true;
+  out.device = ph.dev->ordinal;
+  out.base = first->first;
+  out.size = first->second.size;
+  out.ctx = ph.ctx;
+  out.mapped = true;
+  *info = out;
   return true;
 }
 
@@ -151,21 +255,19 @@ CUresult CUDAAPI cuMemCreate(CUmemGenericAllocationHandle* handle, size_t size,
     if (size > d->capacity - d->used) return CUDA_ERROR_OUT_OF_MEMORY;
     d->used += size;
   }
-  int fd = memfd_create("simcuda-vmm", MFD_CLOEXEC);
-  if (fd < 0 || ftruncate(fd, static_cast<off_t>(size)) != 0) {
-    if (fd >= 0) close(fd);
-    std::lock_guard<std::mutex> lk(d->mu);
-    d->used -= size;
-    return CUDA_ERROR_OUT_OF_MEMORY;
-  }
   std::lock_guard<std::mutex> lk(V().mu);
-  CUmemGenericAllocationHandle h = V().next++;
-  Phys& p = V().phys[h];
-  p.fd = fd;
+  Phys p;
   p.size = size;
   p.dev = d;
   p.ctx = owner;
   p.prop = *prop;
+  if (!take_pages_locked(d, &p)) {
+    std::lock_guard<std::mutex> dk(d->mu);
+    d->used -= size;
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  }
+  CUmemGenericAllocationHandle h = V().next++;
+  V().phys.emplace(h, p);
   *handle = h;
   return CUDA_SUCCESS;
 }
@@ -237,7 +339,8 @@ CUresult CUDAAPI cuMemAddressReserve(CUdeviceptr* ptr, size_t size, size_t align
   Context* owner = nullptr;
   if (current_ctx(&owner) != CUDA_SUCCESS) owner = nullptr;
   std::lock_guard<std::mutex> lk(V().mu);
-  V().res[reinterpret_cast<std::uintptr_t>(got)] = Reservation{size, owner, {}};
+  V().res[reinterpret_cast<std::uintptr_t>(got)] =
+      Reservation{size, owner, {}, G().next_buffer_id.fetch_add(1, std::memory_order_relaxed)};
   *ptr = reinterpret_cast<CUdeviceptr>(got);
   return CUDA_SUCCESS;
 }
@@ -275,9 +378,15 @@ CUresult CUDAAPI cuMemMap(CUdeviceptr ptr, size_t size, size_t offset,
     auto prev = std::prev(next);
     if (prev->first + prev->second.size > ptr) return CUDA_ERROR_INVALID_VALUE;  // overlaps
   }
-  void* m = mmap(reinterpret_cast<void*>(ptr), size, PROT_NONE, MAP_SHARED | MAP_FIXED,
-                 ph->second.fd, 0);
-  if (m == MAP_FAILED) return CUDA_ERROR_OUT_OF_MEMORY;
+  // The handle's first `size` bytes at ptr, in place of the reserved range;
+  // PROT_NONE and MADV_DONTFORK, as its source.
+  void* want = reinterpret_cast<void*>(ptr);
+  if (mremap(reinterpret_cast<void*>(ph->second.source), 0, size, MREMAP_MAYMOVE | MREMAP_FIXED,
+             want) != want) {
+    // The kernel may have unmapped the target before failing: reserve it again.
+    mmap(want, size, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED | MAP_NORESERVE, -1, 0);
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  }
   maps[ptr] = Mapping{size, handle, PROT_NONE};
   ++ph->second.maps;
   return CUDA_SUCCESS;

@@ -157,6 +157,8 @@ cudaError_t map(CUresult r) {
     case CUDA_ERROR_NOT_PERMITTED: return cudaErrorNotPermitted;
     case CUDA_ERROR_ILLEGAL_ADDRESS: return cudaErrorIllegalAddress;
     case CUDA_ERROR_INVALID_VALUE: return cudaErrorInvalidValue;
+    case CUDA_ERROR_MAP_FAILED: return cudaErrorMapBufferObjectFailed;
+    case CUDA_ERROR_TOO_MANY_PEERS: return cudaErrorTooManyPeers;
     default: return cudaErrorUnknown;
   }
 }
@@ -332,6 +334,16 @@ cudaError_t CUDARTAPI cudaGetDeviceProperties(struct cudaDeviceProp* prop, int d
   prop->deviceNumaId = A(CU_DEVICE_ATTRIBUTE_NUMA_ID);
   prop->hostNumaId = A(CU_DEVICE_ATTRIBUTE_HOST_NUMA_ID);
   return cudaSuccess;
+}
+
+cudaError_t CUDARTAPI cudaDeviceCanAccessPeer(int* canAccessPeer, int device, int peerDevice) {
+  if (!canAccessPeer) return rt::ret(cudaErrorInvalidValue);
+  if (cudaError_t e = rt::init()) return rt::ret(e);
+  if (device < 0 || device >= rt::device_count() || peerDevice < 0 ||
+      peerDevice >= rt::device_count()) {
+    return rt::ret(cudaErrorInvalidDevice);
+  }
+  return rt::ret(rt::drv().cuDeviceCanAccessPeer(canAccessPeer, device, peerDevice));
 }
 
 // ---- driver entry points -------------------------------------------------------------

@@ -38,6 +38,8 @@ const char* text_of(cudaError_t e) {
     case cudaErrorIllegalAddress: return "an illegal memory access was encountered";
     case cudaErrorNotPermitted: return "operation not permitted";
     case cudaErrorNotSupported: return "operation not supported";
+    case cudaErrorMapBufferObjectFailed: return "mapping of buffer object failed";
+    case cudaErrorTooManyPeers: return "peer mapping resources exhausted";
     case cudaErrorUnknown: return "unknown error";
     default: return nullptr;
   }

@@ -49,6 +49,11 @@ namespace rt {
   X(cuMemHostGetFlags, "cuMemHostGetFlags", false)             \
   X(cuMemGetAddressRange_v2, "cuMemGetAddressRange", false)    \
   X(cuPointerGetAttribute, "cuPointerGetAttribute", false)     \
+  X(cuPointerGetAttributes, "cuPointerGetAttributes", false)   \
+  X(cuDeviceCanAccessPeer, "cuDeviceCanAccessPeer", false)     \
+  X(cuIpcGetMemHandle, "cuIpcGetMemHandle", false)             \
+  X(cuIpcOpenMemHandle_v2, "cuIpcOpenMemHandle", false)        \
+  X(cuIpcCloseMemHandle, "cuIpcCloseMemHandle", false)         \
   X(cuMemAllocAsync, "cuMemAllocAsync", false)                 \
   X(cuMemAllocAsync_ptsz, "cuMemAllocAsync", true)             \
   X(cuMemFreeAsync, "cuMemFreeAsync", false)                   \

@@ -3,6 +3,7 @@
 // cudaMallocAsync -> cuMemAllocAsync, ...), through pointers obtained from
 // cuGetProcAddress_v2.
 #include <cstdint>
+#include <cstring>
 
 #include "rt_internal.h"
 
@@ -301,9 +302,22 @@ cudaError_t CUDARTAPI cudaPointerGetAttributes(struct cudaPointerAttributes* att
                                                const void* ptr) {
   if (!attributes) return rt::ret(cudaErrorInvalidValue);
   RT_REQUIRE_CTX();
-  const CUdeviceptr p = dp(ptr);
+  // One cuPointerGetAttributes call (the real libcudart.so.13 asks the
+  // driver for both cuPointerGetAttribute and cuPointerGetAttributes; which
+  // one cudaPointerGetAttributes calls was not checked on a GPU, and
+  // interposers such as HAMi-core hook the plural one for it). A pointer the
+  // driver does not know comes back as CUDA_SUCCESS with NULL values
+  // (memory type 0).
+  CUpointer_attribute which[] = {CU_POINTER_ATTRIBUTE_MEMORY_TYPE, CU_POINTER_ATTRIBUTE_IS_MANAGED,
+                                 CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, CU_POINTER_ATTRIBUTE_DEVICE_POINTER,
+                                 CU_POINTER_ATTRIBUTE_HOST_POINTER};
   unsigned int type = 0;
-  if (drv().cuPointerGetAttribute(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, p) != CUDA_SUCCESS) {
+  int managed = 0, ordinal = 0;
+  CUdeviceptr device_ptr = 0;
+  void* host_ptr = nullptr;
+  void* data[] = {&type, &managed, &ordinal, &device_ptr, &host_ptr};
+  if (CUresult r = drv().cuPointerGetAttributes(5, which, data, dp(ptr))) return rt::ret(r);
+  if (type == 0) {
     // "In CUDA 11.0 forward passing host pointer will return
     //  cudaMemoryTypeUnregistered ... and call will return cudaSuccess."
     attributes->type = cudaMemoryTypeUnregistered;
@@ -312,20 +326,45 @@ cudaError_t CUDARTAPI cudaPointerGetAttributes(struct cudaPointerAttributes* att
     attributes->hostPointer = const_cast<void*>(ptr);
     return cudaSuccess;
   }
-  int managed = 0, ordinal = 0;
-  drv().cuPointerGetAttribute(&managed, CU_POINTER_ATTRIBUTE_IS_MANAGED, p);
-  drv().cuPointerGetAttribute(&ordinal, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, p);
   attributes->device = ordinal;
-  attributes->devicePointer = const_cast<void*>(ptr);
+  attributes->devicePointer = reinterpret_cast<void*>(device_ptr);
+  attributes->hostPointer = host_ptr;
   if (managed) {
     attributes->type = cudaMemoryTypeManaged;
-    attributes->hostPointer = const_cast<void*>(ptr);
   } else if (type == CU_MEMORYTYPE_HOST) {
     attributes->type = cudaMemoryTypeHost;
-    attributes->hostPointer = const_cast<void*>(ptr);
   } else {
     attributes->type = cudaMemoryTypeDevice;
-    attributes->hostPointer = nullptr;
   }
   return cudaSuccess;
+}
+
+// ---- legacy IPC ------------------------------------------------------------------
+// cudaIpcGetMemHandle -> cuIpcGetMemHandle, cudaIpcOpenMemHandle ->
+// cuIpcOpenMemHandle_v2, cudaIpcCloseMemHandle -> cuIpcCloseMemHandle; the
+// handle types are the same 64 bytes. A refusal is the thread's last error
+// like any other (cudaGetLastError returns it once).
+static_assert(sizeof(cudaIpcMemHandle_t) == sizeof(CUipcMemHandle), "IPC handle layout");
+
+cudaError_t CUDARTAPI cudaIpcGetMemHandle(cudaIpcMemHandle_t* handle, void* devPtr) {
+  if (!handle) return rt::ret(cudaErrorInvalidValue);
+  RT_REQUIRE_CTX();
+  return rt::ret(drv().cuIpcGetMemHandle(reinterpret_cast<CUipcMemHandle*>(handle), dp(devPtr)));
+}
+
+cudaError_t CUDARTAPI cudaIpcOpenMemHandle(void** devPtr, cudaIpcMemHandle_t handle, unsigned int flags) {
+  if (!devPtr) return rt::ret(cudaErrorInvalidValue);
+  RT_REQUIRE_CTX();
+  CUipcMemHandle h;
+  std::memcpy(&h, &handle, sizeof h);
+  CUdeviceptr d = 0;
+  // cudaIpcMemLazyEnablePeerAccess == CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS.
+  if (CUresult r = drv().cuIpcOpenMemHandle_v2(&d, h, flags)) return rt::ret(r);
+  *devPtr = reinterpret_cast<void*>(d);
+  return cudaSuccess;
+}
+
+cudaError_t CUDARTAPI cudaIpcCloseMemHandle(void* devPtr) {
+  RT_REQUIRE_CTX();
+  return rt::ret(drv().cuIpcCloseMemHandle(dp(devPtr)));
 }
