@@ -37,7 +37,7 @@ fi
 cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build "$build" -j"$(nproc)" --target cumemtrace cumemtrace_preload bench_malloc_free \
   bench_host_malloc bench_live_rss bench_unwind simcuda_runtime simcuda_driver pool_bench \
-  pool_replay_harness analysis_bench bench_deep_stack >/dev/null
+  pool_replay_harness analysis_bench bench_deep_stack seeds_transformer varlen_workloads >/dev/null
 
 scratch=$(mktemp -d)
 trap 'rm -rf "$scratch"' EXIT
@@ -341,23 +341,89 @@ table_row "preload's resident memory per million live allocations: passthrough /
   "$note_env $B/tests/apps/bench_live_rss $live  vs  CUMEMTRACE_POOL=MODE CUMEMTRACE_STACKS=32 CUMEMTRACE_OUTPUT=/tmp/t-%p.jsonl $B/bin/cumemtrace run -- $B/tests/apps/bench_live_rss $live"
 
 # 7. The pool's peak reserved memory on PyTorch's snapshots, replayed with
-# PyTorch's policy (the baseline) and our defaults.
+# PyTorch's policy (the baseline), the old default (ordinary segments:
+# expandable_segments:false) and this build's default.
 snapshots=${CUMEMTRACE_TORCH_SNAPSHOTS:-$root/../shared/traces/torch}
+old_default=expandable_segments:false
 if compgen -G "$snapshots/*.pickle" >/dev/null; then
   mkdir -p "$scratch/torch"
   for p in "$snapshots"/*.pickle; do
     "$cli" import-torch "$p" -o "$scratch/torch/$(basename "${p%.pickle}").jsonl" >/dev/null 2>&1
   done
-  read -r theirs ours worst count < <("$build/bin/pool_replay_harness" --conf pytorch --conf "" "$scratch"/torch/*.jsonl |
-    awk 'NR > 1 && $2 == "pytorch" {t[$1] = $5} NR > 1 && $2 == "(default)" {o[$1] = $5}
-         END {for (k in t) {st += t[k]; so += o[k]; r = o[k] / t[k]; if (r > w) w = r; n++}
-              printf "%.0f %.0f %.3f %d\n", st, so, w, n}')
-  table_row "pool: peak reserved, $count PyTorch snapshots replayed (sum)" "PyTorch's policy $theirs MiB" \
-    "$ours MiB" "$(printf '%.3fx, worst one %sx' "$(calc 'o / t' o="$ours" t="$theirs")" "$worst")" "" \
-    "$B/bin/cumemtrace import-torch SNAPSHOT.pickle -o T.jsonl; $B/bin/pool_replay_harness --conf pytorch --conf '' T.jsonl..."
+  read -r theirs old ours worst count < <("$build/bin/pool_replay_harness" --conf pytorch --conf "$old_default" \
+      --conf "" "$scratch"/torch/*.jsonl |
+    awk -v old="$old_default" 'NR > 1 && $2 == "pytorch" {t[$1] = $5} NR > 1 && $2 == old {d[$1] = $5}
+         NR > 1 && $2 == "(default)" {o[$1] = $5}
+         END {for (k in t) {st += t[k]; sd += d[k]; so += o[k]; r = o[k] / t[k]; if (r > w) w = r; n++}
+              printf "%.0f %.0f %.0f %.3f %d\n", st, sd, so, w, n}')
+  table_row "pool: peak reserved, $count PyTorch snapshots replayed (sum): old default ($old_default) / default" \
+    "PyTorch's policy $theirs MiB" "$old / $ours MiB" \
+    "$(printf '%.3fx / %.3fx, worst one (default) %sx' "$(calc 'd / t' d="$old" t="$theirs")" \
+      "$(calc 'o / t' o="$ours" t="$theirs")" "$worst")" "" \
+    "$B/bin/cumemtrace import-torch SNAPSHOT.pickle -o T.jsonl; $B/bin/pool_replay_harness --conf pytorch --conf $old_default --conf '' T.jsonl..."
 else
   echo "bench: no PyTorch snapshots in $snapshots (set CUMEMTRACE_TORCH_SNAPSHOTS): no replay row" >&2
 fi
+
+# 7a. Peak reserved / peak live (issue 18: at most 1.05 with no settings) on
+# the seeds' workload and the variable-length workloads, each replayed from
+# its passthrough trace and run under the preload's pool on the simulated
+# device: PyTorch's policy, the old default, this build's default.
+mkdir -p "$scratch/workloads"
+prog_of() {  # WORKLOAD: its command line, into the array prog
+  if [[ $1 == seeds_transformer ]]; then prog=("$apps/seeds_transformer"); else prog=("$apps/varlen_workloads" --shape "$1"); fi
+}
+# under_pool CONF OUT WORKLOAD [VAR=value...]: the program under the preload's
+# pool with CONF (pytorch: PyTorch's policy; "": no setting); prints its
+# output line.
+under_pool() {
+  local conf=$1 out=$2 w=$3 vars=()
+  shift 3
+  case $conf in
+    pytorch) vars=("CUMEMTRACE_POOL_CONF=segment_policy:pytorch,expandable_segments:false") ;;
+    "") ;;
+    *) vars=(CUMEMTRACE_POOL_CONF="$conf") ;;
+  esac
+  rm -f "$out"
+  prog_of "$w"
+  env -u CUMEMTRACE_POOL -u CUMEMTRACE_POOL_CONF "${vars[@]}" "$@" CUMEMTRACE_STACKS=0 \
+    "$cli" run --output "$out" -- "${prog[@]}" 2>/dev/null
+}
+reserved_over_live() { jq -r '.peak_reserved / .peak_allocated' | xargs printf '%.3f'; }
+mapfile -t workloads < <("$apps/varlen_workloads" --list)
+workloads=(seeds_transformer "${workloads[@]}")
+for w in "${workloads[@]}"; do
+  trace=$scratch/workloads/$w.jsonl
+  rm -f "$trace"
+  prog_of "$w"
+  CUMEMTRACE_POOL=passthrough CUMEMTRACE_STACKS=0 "$cli" run --output "$trace" -- "${prog[@]}" >/dev/null 2>&1 ||
+    { echo "bench: $w failed under cumemtrace (passthrough)" >&2; exit 1; }
+  replayed=() preloaded=()
+  for conf in pytorch "$old_default" ""; do
+    replayed+=("$("$cli" replay "$trace" --pool-conf "$conf" --format json | reserved_over_live)")
+    under_pool "$conf" "$scratch/workloads/$w-pool.jsonl" "$w" | grep -q ' failed_mallocs=0 ' ||
+      { echo "bench: $w failed allocations under the pool ($conf)" >&2; exit 1; }
+    preloaded+=("$("$cli" report "$scratch/workloads/$w-pool.jsonl" --format json | reserved_over_live)")
+  done
+  table_row "pool: peak reserved / peak live, $w, old default / default (replayed; under the preload)" \
+    "PyTorch's policy ${replayed[0]}; ${preloaded[0]}" \
+    "${replayed[1]} / ${replayed[2]}; ${preloaded[1]} / ${preloaded[2]}" "" \
+    "$(within "${replayed[2]}" "${preloaded[2]}" 1.05)" \
+    "$note_env CUMEMTRACE_POOL=passthrough $B/bin/cumemtrace run --output T.jsonl -- PROG; $B/bin/cumemtrace replay T.jsonl --pool-conf {pytorch|$old_default|''} --format json  vs  CUMEMTRACE_POOL_CONF={segment_policy:pytorch,expandable_segments:false|$old_default|unset} $B/bin/cumemtrace run --output P.jsonl -- PROG; $B/bin/cumemtrace report P.jsonl --format json (PROG: $B/tests/apps/seeds_transformer, or $B/tests/apps/varlen_workloads --shape NAME)"
+done
+# The seeds' workload on a device of which its peak of live bytes is 97%
+# (issue 18: no failed request with no settings).
+seeds_live=$("$apps/seeds_transformer" | sed -n 's/.*peak_live_bytes=\([0-9]*\).*/\1/p')
+capacity=$(((seeds_live * 100 + 96) / 97))  # bytes, rounded up
+failed=()
+for conf in pytorch "$old_default" ""; do
+  failed+=("$(under_pool "$conf" "$scratch/workloads/seeds-97.jsonl" seeds_transformer SIMCUDA_DEVICE_MEMORY="$capacity" |
+    sed -n 's/.*failed_mallocs=\([0-9]*\).*/\1/p')")
+done
+table_row "pool: seeds_transformer on a device 97% full at its peak ($capacity B): failed requests, old default / default" \
+  "PyTorch's policy ${failed[0]}" "${failed[1]} / ${failed[2]}" "" \
+  "$( ((failed[2] == 0)) && echo "0 with the default: met" || echo "0 with the default: NOT met")" \
+  "$note_env SIMCUDA_DEVICE_MEMORY=$capacity CUMEMTRACE_POOL_CONF={segment_policy:pytorch,expandable_segments:false|$old_default|unset} $B/bin/cumemtrace run -- $B/tests/apps/seeds_transformer"
 
 echo
 echo "cumemtrace benchmarks: $(machine_line)"

@@ -147,7 +147,7 @@ Allocation DevicePool::Impl::allocate(std::size_t size, bool stream_ordered, Str
     if (observer_) observer_->on_oom(*failed.oom);
     return failed;
   }
-  const PoolKind kind = detail::SizePolicy::kind_of(rounded);
+  const PoolKind kind = kind_for(rounded);
   SubPool* sp = stream_ordered ? stream_pool(stream) : device_pool_for(kind);
   // Out of sub-pools for new streams: the device-wide pool serves them; its
   // frees wait for fences or a synchronisation, which is safe, only slower.
@@ -195,28 +195,37 @@ Block* DevicePool::Impl::refill(SubPool& sp, PoolKind kind, std::size_t rounded,
     if (Block* f = fit(sp, kind, rounded, error)) return f;
     if (!error->ok()) return nullptr;
   }
+  // Tight: growth that would raise the peak of reserved memory waits for one
+  // synchronisation first when frees are pending here: the blocks it makes
+  // free may coalesce into room, or leave whole pages to give back before
+  // new ones are mapped (varlen_workloads kv_cache: 66 MiB pending while a
+  // 220 MiB request raised the peak).
+  if (config_.segment_policy == SegmentPolicy::tight && sp.pending_bytes[kind] > 0 &&
+      reserved_total_.load() + rounded > peak_reserved_.load() && synchronize_device().ok()) {
+    reclaim(sp);
+    if (Block* f = fit(sp, kind, rounded, error)) return f;
+    if (!error->ok()) return nullptr;
+  }
   garbage_collect(sp, detail::SizePolicy::segment_size(rounded));
   // The tight policy does not raise the peak of reserved memory while
   // wholly free segments are cached: they go back first (their memory is
   // what the new segment is made of). Below the peak, growth is free, so a
   // steady state that fits under it never pays for the releases.
-  if (config_.segment_policy == SegmentPolicy::tight && !(vm_granularity_ && kind == detail::kLarge)) {
+  if (config_.segment_policy == SegmentPolicy::tight && !expandable_for(kind)) {
     const std::size_t need = detail::SizePolicy::segment_size(rounded);
     const std::size_t now = reserved_total_.load();
     const std::size_t peak = peak_reserved_.load();
-    if (now + need > peak) {
-      UpstreamResult ignored;
-      release_free(sp, now + need - peak, &ignored);
-    }
+    if (now + need > peak) make_room(sp, now + need - peak, nullptr, 0, 0);
   }
   return grow(sp, kind, rounded, error);
 }
 
 Block* DevicePool::Impl::grow(SubPool& sp, PoolKind kind, std::size_t rounded, UpstreamResult* error) {
-  if (vm_granularity_ && kind == detail::kLarge) {
+  if (expandable_for(kind)) {
     Block* f = grow_expandable(sp, rounded, error);
     if (f || !error->ok()) return f;
-    // No virtual memory after all, or the range is full: ordinary segments.
+    // No virtual memory after all (refused), or the range is full: ordinary
+    // segments.
   }
   const std::size_t size = detail::SizePolicy::segment_size(rounded);
   DevicePtr base = 0;
@@ -319,12 +328,29 @@ bool DevicePool::Impl::find(DevicePtr ptr, BlockInfo* info) const {
   return true;
 }
 
+Containing DevicePool::Impl::find_containing(DevicePtr ptr, ContainingBlock* out) const {
+  std::unique_lock<FutexLock> lock;
+  Segment* seg = nullptr;
+  SubPool* sp = lock_owner(ptr, lock, &seg);
+  if (!sp) return Containing::not_owned;
+  for (const Block* b = seg->first; b; b = b->next) {
+    if (ptr < b->addr || ptr >= b->addr + b->size) continue;
+    if (b->state != detail::BlockState::allocated) return Containing::not_live;
+    out->base = b->addr;
+    out->size = b->requested;
+    out->segment_base = seg->base();
+    out->shareable = !seg->expandable && !seg->stream_ordered_memory && b->addr == seg->base();
+    return Containing::live;
+  }
+  return Containing::not_live;
+}
+
 std::size_t DevicePool::Impl::block_size_for(std::size_t size) const {
   const std::size_t rounded = policy_.round(size);
   if (rounded == 0) return 0;
   detail::Segment fresh;
-  fresh.kind = detail::SizePolicy::kind_of(rounded);
-  fresh.expandable = vm_granularity_ != 0 && fresh.kind == detail::kLarge;
+  fresh.kind = kind_for(rounded);
+  fresh.expandable = expandable_for(fresh.kind);
   const std::size_t segment = detail::SizePolicy::segment_size(rounded);
   return policy_.should_split(&fresh, segment, rounded) ? rounded : segment;
 }
@@ -463,6 +489,9 @@ FreeResult DevicePool::free(DevicePtr ptr) { return impl_->free(ptr, false, 0); 
 FreeResult DevicePool::free_async(DevicePtr ptr, StreamHandle stream) { return impl_->free(ptr, true, stream); }
 bool DevicePool::owns(DevicePtr ptr) const { return impl_->owns(ptr); }
 bool DevicePool::find(DevicePtr ptr, BlockInfo* info) const { return impl_->find(ptr, info); }
+Containing DevicePool::find_containing(DevicePtr ptr, ContainingBlock* out) const {
+  return impl_->find_containing(ptr, out);
+}
 std::size_t DevicePool::block_size_for(std::size_t size) const { return impl_->block_size_for(size); }
 std::uint64_t DevicePool::sync_ticket() const { return impl_->sync_ticket(); }
 void DevicePool::device_synchronized(std::uint64_t ticket) { impl_->device_synchronized(ticket); }

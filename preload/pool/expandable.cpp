@@ -18,6 +18,13 @@ namespace {
 std::size_t align_up(std::size_t v, std::size_t a) { return (v + a - 1) / a * a; }
 }  // namespace
 
+bool DevicePool::Impl::note_map_refusal(UpstreamResult* error) {
+  if (error->ok() || error->status == UpstreamStatus::out_of_memory) return false;
+  vmm_refused_.store(true, std::memory_order_relaxed);
+  *error = UpstreamResult::success();
+  return true;
+}
+
 Block* DevicePool::Impl::fit(SubPool& sp, PoolKind kind, std::size_t rounded, UpstreamResult* error) {
   Block* f = detail::best_fit(sp, policy_, kind, rounded);
   if (!f || !f->segment->expandable) return f;
@@ -33,8 +40,13 @@ Block* DevicePool::Impl::fit(SubPool& sp, PoolKind kind, std::size_t rounded, Up
       f = prefer_mapped(sp, f, rounded);
     }
   }
+  // Virtual memory was refused: only what is mapped already can serve.
+  if (vmm_refused_.load(std::memory_order_relaxed) && unmapped_bytes(f->segment, f->addr, rounded) != 0)
+    return nullptr;
   *error = map_pages(sp, f->segment, f->addr, rounded);
-  return error->ok() ? f : nullptr;
+  if (error->ok()) return f;
+  note_map_refusal(error);
+  return nullptr;
 }
 
 // Best fit by size may land on a hole whose pages were given back while a
@@ -114,7 +126,9 @@ Block* DevicePool::Impl::grow_expandable(SubPool& sp, std::size_t rounded, Upstr
   seg->pages.resize((extent + extension) / granularity, false);
   Block* f = detail::add_free_tail(sp, seg, seg->base() + extent, extension);
   *error = map_pages(sp, seg, f->addr, rounded);
-  return error->ok() ? f : nullptr;
+  if (error->ok()) return f;
+  note_map_refusal(error);  // the caller falls back to ordinary segments
+  return nullptr;
 }
 
 UpstreamResult DevicePool::Impl::map_pages(SubPool& sp, Segment* seg, DevicePtr addr, std::size_t size) {
@@ -129,10 +143,18 @@ UpstreamResult DevicePool::Impl::map_pages(SubPool& sp, Segment* seg, DevicePtr 
   if (config_.segment_policy == SegmentPolicy::tight) {
     const std::size_t now = reserved_total_.load();
     const std::size_t peak = peak_reserved_.load();
-    if (now + missing > peak) {
-      UpstreamResult ignored;
-      unmap_free_pages(sp, seg, now + missing - peak, base + first * g, base + end * g, &ignored);
-    }
+    if (now + missing > peak) make_room(sp, now + missing - peak, seg, base + first * g, base + end * g);
+  }
+  // Pages are mapped one by one (a few driver calls each), so a request the
+  // device cannot hold would map every free page before it failed, and
+  // unmap them all again, on each step of the ladder: an out-of-memory storm
+  // (tests/apps/oom_storm) took minutes instead of a second. The driver's
+  // free memory says beforehand.
+  if (const std::size_t still = unmapped_bytes(seg, addr, size); still > 0) {
+    std::lock_guard lock(upstream_mu_);
+    std::size_t free_bytes = 0, total = 0;
+    if (upstream_.memory_info(&free_bytes, &total).ok() && free_bytes < still)
+      return UpstreamResult::out_of_memory(upstream_.out_of_memory_code());
   }
   for (std::size_t p = first; p < end;) {
     if (seg->pages[p]) {

@@ -32,7 +32,12 @@ Allocation DevicePool::Impl::out_of_memory_ladder(SubPool& sp, PoolKind kind, st
   // sub-pool in turn, and two threads releasing at once would only race
   // each other for the same memory.
   std::lock_guard slow(slow_mu_);
-  for (int step = 0; step < 2; ++step) {
+  // More than the whole device: no step below could help, so the cache is
+  // left alone. Releasing it would change nothing a program can see but
+  // the time it takes, which a program that probes for the largest buffer
+  // it can get pays on every probe (tests/apps/oom_storm: every round).
+  const std::size_t total = device_total();
+  for (int step = 0; step < 2 && !(total != 0 && rounded > total); ++step) {
     // Step 1: whole free segments everywhere go back (the upstream's release
     // waits for the device). Step 2: synchronise first, so every pending
     // free becomes free, then release everything cached.
@@ -105,6 +110,39 @@ UpstreamResult DevicePool::Impl::synchronize_device() {
   return r;
 }
 
+// The largest free block that could be handed out without new memory,
+// exactly: in expandable segments only the mapped pages of a free block
+// count (a free tail the ladder extended but could not map, or pages given
+// back under a free block, are address space, not memory). Walks every
+// block under its sub-pool's lock: for the out-of-memory report only.
+std::size_t DevicePool::Impl::largest_mapped_free() const {
+  std::size_t largest = 0;
+  for_each_sub_pool([&](SubPool& sp) {
+    std::lock_guard lock(sp.mu);
+    for (const Segment* seg = sp.segments; seg; seg = seg->next_in_pool) {
+      for (const Block* b = seg->first; b; b = b->next) {
+        if (b->state != detail::BlockState::free) continue;
+        if (!seg->expandable) {
+          largest = std::max(largest, b->size);
+          continue;
+        }
+        // The longest mapped stretch inside the block.
+        const std::size_t g = vm_granularity_;
+        const DevicePtr base = seg->base();
+        DevicePtr run_start = b->addr;
+        for (DevicePtr at = b->addr; at < b->addr + b->size;) {
+          const std::size_t page = (at - base) / g;
+          const DevicePtr page_end = std::min<DevicePtr>(base + (page + 1) * g, b->addr + b->size);
+          if (!seg->pages[page]) run_start = page_end;
+          else largest = std::max(largest, static_cast<std::size_t>(page_end - run_start));
+          at = page_end;
+        }
+      }
+    }
+  });
+  return largest;
+}
+
 OomReport DevicePool::Impl::make_report(std::size_t size, std::size_t rounded, bool stream_ordered,
                                         StreamHandle stream, UpstreamResult error) {
   const PoolStats s = stats();
@@ -115,7 +153,7 @@ OomReport DevicePool::Impl::make_report(std::size_t size, std::size_t rounded, b
   r.allocated = s.allocated;
   r.reserved = s.reserved;
   r.cached_free = s.cached_free;
-  r.largest_free = s.largest_free;
+  r.largest_free = largest_mapped_free();
   {
     std::lock_guard lock(upstream_mu_);
     std::size_t free_bytes = 0, total = 0;

@@ -73,6 +73,53 @@ std::size_t DevicePool::Impl::release_free(SubPool& sp, std::size_t goal, Upstre
   return released;
 }
 
+// Memory cached in one sub-pool is of no use to another until it goes back
+// to the upstream. Without this the tight policy's peak guard held only
+// within a sub-pool, and reserved memory grew to the sum of each sub-pool's
+// own peak: the small blocks' 2 MiB segments grew while the large blocks'
+// range held mapped free pages, and a second stream's range grew while the
+// first's sat free (issue 18: many_layers 1.074x, two_streams 1.083x of peak
+// live). The caller holds `self`'s lock; another sub-pool is only tried
+// (try_lock), never waited for, so two threads doing this at once cannot
+// deadlock, and a busy sub-pool is simply skipped. Its pending blocks that a
+// synchronisation or fence already covered are reclaimed first; the others
+// stay (the caller asked for no synchronisation).
+std::size_t DevicePool::Impl::release_elsewhere(SubPool& self, std::size_t goal) {
+  std::size_t released = 0;
+  UpstreamResult ignored;
+  for_each_sub_pool([&](SubPool& other) {
+    if (&other == &self || released >= goal) return;
+    std::unique_lock lock(other.mu, std::try_to_lock);
+    if (!lock) return;
+    reclaim(other);
+    released += release_free(other, goal - released, &ignored);
+  });
+  return released;
+}
+
+std::size_t DevicePool::Impl::make_room(SubPool& sp, std::size_t goal, Segment* seg, DevicePtr keep_begin,
+                                        DevicePtr keep_end) {
+  UpstreamResult ignored;
+  auto release = [&](std::size_t want) {
+    std::size_t got = seg ? unmap_free_pages(sp, seg, want, keep_begin, keep_end, &ignored)
+                          : release_free(sp, want, &ignored);
+    if (got < want) got += release_elsewhere(sp, want - got);
+    return got;
+  };
+  std::size_t released = release(goal);
+  if (released >= goal) return released;
+  // Memory freed with cudaFree waits for a synchronisation; at the peak one
+  // is worth it: what it frees may be whole pages or segments.
+  std::size_t pending = 0;
+  for_each_sub_pool([&](SubPool& other) { pending += other.pending.get(); });
+  if (pending == 0 || !synchronize_device().ok()) return released;
+  // Not sp's own pending blocks while a block of it is being mapped (seg
+  // set): reclaiming could merge that block into a neighbour under the
+  // caller's feet. Other sub-pools reclaim in release_elsewhere.
+  if (!seg) reclaim(sp);
+  return released + release(goal - released);
+}
+
 void DevicePool::Impl::release_segment(SubPool& sp, Segment* seg, UpstreamResult* first_error,
                                        bool freed_by_reset) {
   if (seg->expandable) return release_expandable(sp, seg, first_error);

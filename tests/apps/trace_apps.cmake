@@ -28,3 +28,6 @@ add_test(NAME bench_programs_output COMMAND sh -c [[
 set_tests_properties(bench_programs_output PROPERTIES
   ENVIRONMENT "LD_LIBRARY_PATH=${SIMCUDA_LIBRARY_DIR}" TIMEOUT 60 LABELS sim)
 cumemtrace_add_cuda_app(seeds_transformer seeds_transformer.cpp)
+# Variable-length workloads for the pool's quality targets (issue 18;
+# tests/integration/varlen_workload_test.cpp, scripts/bench.sh).
+cumemtrace_add_cuda_app(varlen_workloads varlen_workloads.cpp)

@@ -1,12 +1,15 @@
 # import-torch on real PyTorch snapshots, replay of traces through the
-# caching pool, and the seeds' workload (tests/apps/seeds_transformer). The snapshots are not in the repository: they are found in
-# CUMEMTRACE_TORCH_SNAPSHOTS (the tests skip, saying so, when it is missing).
+# caching pool, the seeds' workload (tests/apps/seeds_transformer) and the
+# variable-length workloads (tests/apps/varlen_workloads). The snapshots are
+# not in the repository: they are found in CUMEMTRACE_TORCH_SNAPSHOTS (the
+# tests skip, saying so, when it is missing).
 set(CUMEMTRACE_TORCH_SNAPSHOTS "${CMAKE_SOURCE_DIR}/../shared/traces/torch" CACHE PATH
   "Directory of real PyTorch memory snapshots (*.pickle and SOURCES.md)")
 add_executable(import_replay_integration_tests
   integration_support.cpp
   seeds_workload_test.cpp
-  torch_snapshots_test.cpp)
+  torch_snapshots_test.cpp
+  varlen_workload_test.cpp)
 target_link_libraries(import_replay_integration_tests PRIVATE
   cumemtrace_analysis cumemtrace_analysis_internal cumemtrace_test_support cumemtrace_warnings
   nlohmann_json::nlohmann_json GTest::gtest_main)
@@ -16,7 +19,7 @@ target_compile_definitions(import_replay_integration_tests PRIVATE
   SIMCUDA_LIBRARY_DIR="${SIMCUDA_LIBRARY_DIR}"
   CUMEMTRACE_TORCH_SNAPSHOTS="${CUMEMTRACE_TORCH_SNAPSHOTS}")
 add_dependencies(import_replay_integration_tests cumemtrace cumemtrace_preload seeds_transformer
-  simcuda_runtime simcuda_driver)
+  varlen_workloads simcuda_runtime simcuda_driver)
 gtest_discover_tests(import_replay_integration_tests TEST_PREFIX "integration." DISCOVERY_TIMEOUT 60
   PROPERTIES TIMEOUT 300)
 

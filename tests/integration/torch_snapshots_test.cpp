@@ -1,8 +1,12 @@
 // Real PyTorch memory snapshots (the directory CUMEMTRACE_TORCH_SNAPSHOTS,
-// described by its SOURCES.md): each converts without a contradiction, and
-// the analyzer's peaks match PyTorch's own figures from SOURCES.md's table.
+// described by its SOURCES.md): each converts without a contradiction, the
+// analyzer's peaks match PyTorch's own figures from SOURCES.md's table, and
+// our pool, replaying each one with no settings, reserves no more than
+// PyTorch's caching allocator did (issue 18).
 #include <gtest/gtest.h>
 
+#include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -10,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "commands/replay.h"
 #include "cumemtrace/analyzer/analysis.h"
 #include "cumemtrace/analyzer/trace_reader.h"
 #include "test_support.h"
@@ -109,6 +114,40 @@ TEST(TorchSnapshots, PeaksMatchPyTorchsOwnFigures) {
     ++checked;
   }
   EXPECT_EQ(checked, static_cast<int>(table.size()));
+}
+
+// Each snapshot's allocations replayed through our pool with no settings
+// (the environment's CUMEMTRACE_POOL_CONF where set, as for the programs the
+// other pool tests run): its peak of reserved memory is at most PyTorch's
+// own, snapshot by snapshot (the table rounds to the MiB).
+TEST(TorchSnapshots, DefaultPoolReservesNoMoreThanPyTorchOnEachSnapshot) {
+  const fs::path dir = CUMEMTRACE_TORCH_SNAPSHOTS;
+  if (!fs::exists(dir / "SOURCES.md")) {
+    GTEST_SKIP() << "no snapshots in " << dir << " (set -DCUMEMTRACE_TORCH_SNAPSHOTS=DIR)";
+  }
+  const std::vector<TorchFigures> table = read_sources_table(dir / "SOURCES.md");
+  ASSERT_FALSE(table.empty()) << "no figures table in " << dir / "SOURCES.md";
+  const char* conf_text = std::getenv("CUMEMTRACE_POOL_CONF");
+  const pool::PoolConfigParse conf = parse_replay_pool_conf(conf_text ? conf_text : "");
+  ASSERT_TRUE(conf.ok()) << conf.errors.front();
+  cumemtrace::testing::TempDir scratch;
+  for (const TorchFigures& expected : table) {
+    SCOPED_TRACE(expected.name);
+    const fs::path pickle_path = dir / (expected.name + ".pickle");
+    const pickle::Document doc = pickle::Document::load_file(pickle_path);
+    std::string text;
+    import_torch_snapshot(doc.root(), TorchImportOptions{pickle_path}, text);
+    const std::string trace = scratch / (expected.name + ".jsonl");
+    cumemtrace::testing::write_file(trace, text);
+    const ReplayResult ours = replay(load_replay_trace(trace), ReplayOptions{conf.config, std::nullopt});
+    const double ours_mib = ours.peak_reserved / kMiB;
+    std::printf("%-36s PyTorch %8.0f MiB, our pool (%s) %10.1f MiB, ratio %.4f\n", expected.name.c_str(),
+                expected.peak_reserved_mib, conf_text ? conf_text : "default settings", ours_mib,
+                ours_mib / expected.peak_reserved_mib);
+    RecordProperty(expected.name + "_reserved_over_pytorch", std::to_string(ours_mib / expected.peak_reserved_mib));
+    EXPECT_EQ(ours.ooms, 0u);
+    EXPECT_LE(ours_mib, expected.peak_reserved_mib + 0.5);
+  }
 }
 
 }  // namespace

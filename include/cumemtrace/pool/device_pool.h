@@ -37,8 +37,14 @@
 //   upstream's code and an OomReport.
 // - Policy (pool_config.h): PyTorch's size classes and segment sizes; the
 //   default `tight` policy also gives cached memory back before growth would
-//   raise the peak of reserved memory; `expandable_segments` puts large
-//   blocks in one growing virtual range per sub-pool.
+//   raise the peak of reserved memory, its own sub-pool's first, then any
+//   other sub-pool's whose lock is free (so memory cached for one stream or
+//   size class serves another); `expandable_segments` (the default where the
+//   upstream has virtual memory) puts large blocks in one growing virtual
+//   range per sub-pool.
+// - Questions about an allocation (find_containing): the live block holding
+//   an address, so the hooks answer cuMemGetAddressRange, pointer attributes
+//   and IPC handles for the program's block, never the segment around it.
 //
 // How libcumemtrace.so drives it (one DevicePool per device, made on first
 // use over an Upstream of the real driver):
@@ -151,6 +157,28 @@ struct BlockInfo {
   StreamHandle stream = 0;
 };
 
+// The live block that contains an address, as the driver's questions about
+// an allocation must see it (cuMemGetAddressRange, pointer attributes, IPC
+// handles): the block is the application's allocation, not the segment.
+enum class Containing : std::uint8_t {
+  not_owned,  // not this pool's memory: the driver answers
+  not_live,   // pool memory, but in no live block (freed, or never handed out)
+  live,
+};
+
+struct ContainingBlock {
+  DevicePtr base = 0;          // the block's start: what the allocation call returned
+  std::size_t size = 0;        // what the application asked for
+  DevicePtr segment_base = 0;  // the driver allocation or mapped range it lies in
+  // An IPC handle of this memory (cuIpcGetMemHandle describes the driver
+  // allocation containing the pointer, and its opener gets that
+  // allocation's base) opens exactly at `base`: the block starts an
+  // ordinary segment from Upstream::allocate(). Not for expandable ranges
+  // (cuMemCreate memory has no legacy IPC handle) nor stream-ordered
+  // segments (pool memory of cuMemAllocAsync needs cuMemPoolExportPointer).
+  bool shareable = false;
+};
+
 // The application's view of cudaMemGetInfo.
 struct MemoryInfo {
   std::size_t free = 0;
@@ -187,6 +215,9 @@ class DevicePool {
   bool owns(DevicePtr ptr) const;
   // The live block starting at ptr, if any.
   bool find(DevicePtr ptr, BlockInfo* info) const;
+  // The live block containing ptr (any address inside it), locking its
+  // sub-pool; walks the segment's blocks, so for rare queries only.
+  Containing find_containing(DevicePtr ptr, ContainingBlock* out) const;
   // The block size an allocation of `size` would get from a fresh segment.
   std::size_t block_size_for(std::size_t size) const;
 

@@ -56,11 +56,17 @@ struct PoolConfig {
   // kUnlimited: keep everything until out-of-memory.
   std::size_t release_threshold = kUnlimited;
   // Large blocks live in one virtual range per stream that grows in place
-  // (upstream reserve_range/map); falls back when the upstream has no VMM.
-  // Off by default: memory from cuMemCreate cannot be shared with
-  // cudaIpcGetMemHandle and needs cuMemSetAccess for peer devices, which
-  // programs written for cudaMalloc do not expect.
-  bool expandable_segments = false;
+  // (upstream reserve_range/map), so memory freed anywhere in it can serve a
+  // request of any size: on by default, because it is what keeps reserved
+  // memory near live memory on workloads whose sizes vary (issue 18:
+  // seeds_transformer 1.107x with ordinary segments, 1.001x with these).
+  // Where the upstream has no virtual memory (vm_granularity() == 0: the
+  // device lacks CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED),
+  // or refuses it later (map fails with an error other than out-of-memory),
+  // the pool uses ordinary segments instead. Memory from cuMemCreate cannot
+  // be exported with cudaIpcGetMemHandle; the hooks refuse IPC on pool
+  // memory they cannot share correctly (preload/hooks/ipc.cpp).
+  bool expandable_segments = true;
   SegmentPolicy segment_policy = SegmentPolicy::tight;
   // Independent shards of the device-wide (cudaMalloc) pool for small blocks,
   // picked per thread, so threads do not meet on one lock. 1: no sharding.

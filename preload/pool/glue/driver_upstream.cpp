@@ -2,6 +2,7 @@
 
 #include <cuda.h>
 
+#include "common/diagnostics.h"
 #include "hooks/real_cuda.h"
 
 namespace cumemtrace::preload {
@@ -21,6 +22,9 @@ struct Driver {
   CUMEMTRACE_DRIVER_FN(ctx_pop, cuCtxPopCurrent_v2);
   CUMEMTRACE_DRIVER_FN(ctx_synchronize, cuCtxSynchronize);
   CUMEMTRACE_DRIVER_FN(device_get, cuDeviceGet);
+  CUMEMTRACE_DRIVER_FN(device_get_attribute, cuDeviceGetAttribute);
+  CUMEMTRACE_DRIVER_FN(device_get_count, cuDeviceGetCount);
+  CUMEMTRACE_DRIVER_FN(device_can_access_peer, cuDeviceCanAccessPeer);
   CUMEMTRACE_DRIVER_FN(primary_retain, cuDevicePrimaryCtxRetain);
   CUMEMTRACE_DRIVER_FN(primary_release, cuDevicePrimaryCtxRelease_v2);
   CUMEMTRACE_DRIVER_FN(mem_alloc, cuMemAlloc_v2);
@@ -50,8 +54,8 @@ struct Driver {
            event_record.get() && event_query.get() && event_destroy.get();
   }
   bool vmm_loaded() {
-    return granularity.get() && address_reserve.get() && address_free.get() && mem_create.get() &&
-           mem_release.get() && mem_map.get() && mem_unmap.get() && set_access.get();
+    return device_get_attribute.get() && granularity.get() && address_reserve.get() && address_free.get() &&
+           mem_create.get() && mem_release.get() && mem_map.get() && mem_unmap.get() && set_access.get();
   }
 };
 #undef CUMEMTRACE_DRIVER_FN
@@ -144,14 +148,66 @@ std::unique_ptr<DriverUpstream> DriverUpstream::create(int dev, bool vmm) {
   if (d.primary_retain.get()(&primary, cu) != CUDA_SUCCESS) return nullptr;
   std::unique_ptr<DriverUpstream> up(new DriverUpstream(dev, cu, primary));
   if (vmm && d.vmm_loaded()) {
-    const CUmemAllocationProp prop = device_allocation(cu);
-    size_t granularity = 0;
     InContext in(primary);
-    if (d.granularity.get()(&granularity, &prop, CU_MEM_ALLOC_GRANULARITY_RECOMMENDED) == CUDA_SUCCESS) {
-      up->granularity_ = granularity;
-    }
+    up->granularity_ = up->usable_vm_granularity();
+    if (up->granularity_ != 0) up->find_peers();
   }
   return up;
+}
+
+// The recommended granularity when the device supports virtual memory
+// management and one page can really be reserved, created, mapped, made
+// accessible and given back; else 0 (ordinary segments). The attribute is
+// what cuMemCreate's documentation tells callers to check
+// (CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED); the probe
+// catches a device or an interposer (vGPU, HAMi-core) that advertises it
+// but refuses the calls. Once per device, at the pool's creation.
+std::size_t DriverUpstream::usable_vm_granularity() {
+  Driver& d = driver();
+  int supported = 0;
+  if (d.device_get_attribute.get()(&supported, CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED,
+                                   cu_device_) != CUDA_SUCCESS ||
+      supported == 0)
+    return 0;
+  const CUmemAllocationProp prop = device_allocation(cu_device_);
+  size_t g = 0;
+  if (d.granularity.get()(&g, &prop, CU_MEM_ALLOC_GRANULARITY_RECOMMENDED) != CUDA_SUCCESS || g == 0) return 0;
+  CUdeviceptr probe = 0;
+  if (d.address_reserve.get()(&probe, g, g, 0, 0) != CUDA_SUCCESS) return 0;
+  granularity_ = g;
+  refusal_reported_.store(true);  // the warning below says it once
+  const bool mapped = map(static_cast<DevicePtr>(probe), g).ok();
+  if (mapped) unmap_pages(static_cast<DevicePtr>(probe), g);
+  d.address_free.get()(probe, g);
+  granularity_ = 0;
+  refusal_reported_.store(false);
+  if (!mapped) {
+    warn("the driver refused virtual memory on device %d (cuMemCreate/cuMemMap); the pool uses ordinary "
+         "segments there, which hold more memory than is live when sizes vary",
+         dev_);
+    return 0;
+  }
+  return g;
+}
+
+// Devices that can access this one's memory (cuDeviceCanAccessPeer). A
+// program written for cudaMalloc expects its peers to reach any of its
+// memory once it enabled peer access; memory from cuMemCreate is reachable
+// only from the devices cuMemSetAccess names, whatever peer access says
+// ("Programming Guide", Virtual Memory Management: "Controlling Access
+// Rights"). So every page is mapped for all of them up front.
+void DriverUpstream::find_peers() {
+  Driver& d = driver();
+  int count = 0;
+  if (!d.device_get_count.get() || !d.device_can_access_peer.get() ||
+      d.device_get_count.get()(&count) != CUDA_SUCCESS)
+    return;
+  for (int other = 0; other < count && peer_count_ < kMaxPeers; ++other) {
+    CUdevice peer = 0;
+    int can = 0;
+    if (other == dev_ || d.device_get.get()(&peer, other) != CUDA_SUCCESS) continue;
+    if (d.device_can_access_peer.get()(&can, peer, cu_device_) == CUDA_SUCCESS && can) peers_[peer_count_++] = peer;
+  }
 }
 
 // The retained primary context is not released: the pool is destroyed only
@@ -285,9 +341,15 @@ UpstreamResult DriverUpstream::map(DevicePtr addr, std::size_t size) {
   Driver& d = driver();
   InContext in(primary_);
   const CUmemAllocationProp prop = device_allocation(cu_device_);
-  CUmemAccessDesc access{};
-  access.location = prop.location;
-  access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+  CUmemAccessDesc access[1 + kMaxPeers]{};
+  access[0].location = prop.location;
+  access[0].flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+  for (int i = 0; i < peer_count_; ++i) {
+    access[1 + i].location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    access[1 + i].location.id = peers_[i];
+    access[1 + i].flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+  }
+  const std::size_t descriptors = 1 + static_cast<std::size_t>(peer_count_);
   for (std::size_t done = 0; done < size; done += granularity_) {
     const CUdeviceptr page = static_cast<CUdeviceptr>(addr + done);
     CUmemGenericAllocationHandle handle = 0;
@@ -296,13 +358,20 @@ UpstreamResult DriverUpstream::map(DevicePtr addr, std::size_t size) {
       rc = d.mem_map.get()(page, granularity_, 0, handle, 0);
       d.mem_release.get()(handle);
       if (rc == CUDA_SUCCESS) {
-        rc = d.set_access.get()(page, granularity_, &access, 1);
+        rc = d.set_access.get()(page, granularity_, access, descriptors);
         if (rc != CUDA_SUCCESS) d.mem_unmap.get()(page, granularity_);
       }
     }
     if (rc != CUDA_SUCCESS) {
       // Leave nothing half-made: the pool knows only whole successes.
       if (done != 0) unmap_pages(addr, done);
+      if (rc != CUDA_ERROR_OUT_OF_MEMORY && !refusal_reported_.exchange(true)) {
+        // The pool stops growing expandable ranges (DevicePool's
+        // vmm_refused_); say why its memory use changes.
+        warn("the driver refused to map device memory on device %d (error %d); the pool uses ordinary "
+             "segments there from now on",
+             dev_, static_cast<int>(rc));
+      }
       return result_of(rc);
     }
   }

@@ -11,6 +11,7 @@
 // pool segment, alive while a program releases its own references.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -35,8 +36,10 @@ std::uintptr_t per_thread_stream_handle();
 class DriverUpstream final : public pool::Upstream {
  public:
   // Null when the driver's functions are not all loaded or the primary
-  // context of `dev` cannot be retained. `vmm`: prepare the virtual-memory
-  // calls (expandable segments) when the device supports them.
+  // context of `dev` cannot be retained. `vmm`: offer virtual memory
+  // (expandable segments) when the device supports it and a one-page probe
+  // succeeds; vm_granularity() is 0 otherwise, and the pool uses ordinary
+  // segments.
   static std::unique_ptr<DriverUpstream> create(int dev, bool vmm);
   ~DriverUpstream() override;
 
@@ -68,11 +71,18 @@ class DriverUpstream final : public pool::Upstream {
  private:
   DriverUpstream(int dev, int cu_device, void* primary) : dev_(dev), cu_device_(cu_device), primary_(primary) {}
   pool::UpstreamResult unmap_pages(pool::DevicePtr addr, std::size_t size);
+  std::size_t usable_vm_granularity();  // in the primary context
+  void find_peers();
 
   const int dev_;
   const int cu_device_;  // the CUdevice
   void* const primary_;  // the retained CUcontext
   std::size_t granularity_ = 0;  // 0: no expandable segments
+  // Devices (CUdevice) that may access this one's memory, mapped for them too.
+  static constexpr int kMaxPeers = 31;
+  int peers_[kMaxPeers] = {};
+  int peer_count_ = 0;
+  std::atomic<bool> refusal_reported_{false};
 };
 
 }  // namespace cumemtrace::preload

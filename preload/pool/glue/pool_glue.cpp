@@ -166,6 +166,11 @@ DevicePool* pool_of_context(void* ctx) {
   return nullptr;
 }
 
+bool pool_driver_memory_info(int dev, std::size_t* free_bytes, std::size_t* total_bytes) {
+  DeviceSlot* slot = dev >= 0 && dev < kMaxDevices ? g_slots[dev].load(std::memory_order_acquire) : nullptr;
+  return slot && slot->upstream->memory_info(free_bytes, total_bytes).ok();
+}
+
 void for_each_pool(void (*fn)(DevicePool&, void*), void* arg) {
   const int n = g_slot_count.load(std::memory_order_acquire);
   for (int d = 0; d < n; ++d) {

@@ -30,6 +30,10 @@ pool::DevicePool* pool_owning(std::uintptr_t ptr, int* dev);
 // A synchronisation of that context covers all the pool's memory's work.
 pool::DevicePool* pool_of_context(void* ctx);
 
+// The driver's free and total bytes of `dev` (cuMemGetInfo in its primary
+// context), through the pool of `dev` if one was made; false otherwise.
+bool pool_driver_memory_info(int dev, std::size_t* free_bytes, std::size_t* total_bytes);
+
 // Calls `fn(pool)` for each pool made so far.
 void for_each_pool(void (*fn)(pool::DevicePool&, void*), void* arg);
 

@@ -16,7 +16,7 @@ TEST(PoolConfigTest, EmptyTextGivesDefaults) {
   EXPECT_EQ(p.config.max_non_split_rounding, 20 * MiB);
   EXPECT_EQ(p.config.garbage_collection_threshold, 0.0);
   EXPECT_EQ(p.config.release_threshold, kUnlimited);
-  EXPECT_FALSE(p.config.expandable_segments);
+  EXPECT_TRUE(p.config.expandable_segments) << "issue 18: expandable where the device has VMM";
   EXPECT_EQ(p.config.segment_policy, SegmentPolicy::tight);
 }
 

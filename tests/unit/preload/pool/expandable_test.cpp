@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <map>
+#include <vector>
 
 #include "cumemtrace/pool/device_pool.h"
 #include "pool_test_support.h"
@@ -129,6 +130,38 @@ TEST_F(ExpandableTest, WithoutVirtualMemoryOrdinarySegmentsServe) {
   EXPECT_EQ(p.check_invariants(), "");
 }
 
+// A device that advertises virtual memory but refuses to back it
+// (CUDA_ERROR_NOT_SUPPORTED = 801 from cuMemCreate, as under an interposer
+// that does not model VMM): the request is served from ordinary segments,
+// never failed, and later large requests do not try the range again.
+TEST_F(ExpandableTest, RefusedVirtualMemoryFallsBackToOrdinarySegments) {
+  up.refuse_maps = 801;
+  const Allocation a = pool->allocate_async(30 * MiB, kS);
+  ASSERT_TRUE(a.ok()) << "code " << a.result.code;
+  EXPECT_EQ(up.segments.size(), 1u);
+  EXPECT_TRUE(up.mapped.empty());
+  const std::uint64_t calls = up.allocate_calls;
+  const Allocation b = pool->allocate(50 * MiB);
+  ASSERT_TRUE(b.ok()) << "code " << b.result.code;
+  EXPECT_EQ(up.allocate_calls, calls + 1) << "one ordinary segment, no second map attempt";
+  EXPECT_EQ(pool->stats().reserved, 30 * MiB + 50 * MiB);
+  EXPECT_EQ(pool->free_async(a.ptr, kS).status, FreeStatus::ok);
+  EXPECT_EQ(pool->free(b.ptr).status, FreeStatus::ok);
+  // Out of memory from map is not a refusal: the ladder handles it.
+  up.refuse_maps = 0;
+}
+
+TEST_F(ExpandableTest, OutOfMemoryFromMapIsNotARefusal) {
+  up.set_capacity(64 * MiB);
+  const Allocation big = pool->allocate_async(100 * MiB, kS);
+  EXPECT_EQ(big.result.status, UpstreamStatus::out_of_memory);
+  up.set_capacity(kUnlimited);
+  const Allocation a = pool->allocate_async(30 * MiB, kS);
+  ASSERT_TRUE(a.ok());
+  EXPECT_FALSE(up.mapped.empty()) << "still expandable after an out-of-memory";
+  EXPECT_EQ(pool->free_async(a.ptr, kS).status, FreeStatus::ok);
+}
+
 TEST_F(ExpandableTest, RecyclingKeepsObserverEventsMatched) {
   // Many sizes, frees in between, trims: every segment_free the observer
   // sees must match an earlier segment_alloc exactly (TearDown checks).
@@ -169,4 +202,56 @@ TEST_F(ExpandableTest, DestroyedStreamGivesItsRangeBack) {
   // A new stream with the same handle starts a range of its own.
   EXPECT_NE(pool->allocate_async(30 * MiB, kS).ptr, 0u);
   EXPECT_EQ(up.ranges.size(), 1u);
+}
+
+// The block an address lies in, for the driver's questions about an
+// allocation (cuMemGetAddressRange, pointer attributes, IPC handles).
+TEST_F(ExpandableTest, FindContainingNamesTheLiveBlockAndWhetherItCanBeShared) {
+  const Allocation first = pool->allocate(4096);      // starts a 2 MiB segment
+  const Allocation second = pool->allocate(10000);    // inside the same segment
+  const Allocation large = pool->allocate(30 * MiB);  // in the expandable range
+  ASSERT_TRUE(first.ok() && second.ok() && large.ok());
+  ContainingBlock c;
+  ASSERT_EQ(pool->find_containing(second.ptr + 9999, &c), Containing::live);
+  EXPECT_EQ(c.base, second.ptr);
+  EXPECT_EQ(c.size, 10000u) << "what was asked for, not the rounded block";
+  EXPECT_FALSE(c.shareable) << "an IPC handle would open the segment's base";
+  ASSERT_EQ(pool->find_containing(first.ptr, &c), Containing::live);
+  EXPECT_TRUE(c.shareable) << "the block starts an ordinary segment";
+  EXPECT_EQ(c.segment_base, first.ptr);
+  ASSERT_EQ(pool->find_containing(large.ptr + 12345, &c), Containing::live);
+  EXPECT_EQ(c.base, large.ptr);
+  EXPECT_FALSE(c.shareable) << "cuMemCreate memory has no legacy IPC handle";
+  ASSERT_EQ(pool->free(second.ptr).status, FreeStatus::ok);
+  EXPECT_EQ(pool->find_containing(second.ptr, &c), Containing::not_live) << "pending after cudaFree";
+  EXPECT_EQ(pool->find_containing(0x1000, &c), Containing::not_owned);
+  EXPECT_EQ(pool->free(first.ptr).status, FreeStatus::ok);
+  EXPECT_EQ(pool->free(large.ptr).status, FreeStatus::ok);
+}
+
+// Memory cached for one stream, or for small blocks, goes back before
+// another sub-pool's growth would raise the peak of reserved memory (the
+// tight policy, across sub-pools): otherwise reserved memory grows to the
+// sum of every sub-pool's own peak.
+TEST_F(ExpandableTest, GrowthElsewhereTakesTheCacheOfOtherSubPoolsFirst) {
+  constexpr StreamHandle kOther = 0x7;
+  const DevicePtr a = pool->allocate_async(30 * MiB, kS).ptr;
+  ASSERT_EQ(pool->free_async(a, kS).status, FreeStatus::ok);
+  EXPECT_EQ(pool->stats().reserved, 30 * MiB) << "cached for kS";
+  const DevicePtr b = pool->allocate_async(30 * MiB, kOther).ptr;
+  ASSERT_NE(b, 0u);
+  EXPECT_EQ(pool->stats().reserved, 30 * MiB) << "kS's pages went back before kOther's were mapped";
+  EXPECT_EQ(pool->stats().peak_reserved, 30 * MiB);
+  // Small blocks' segments likewise.
+  std::vector<DevicePtr> small;
+  for (int i = 0; i < 8; ++i) small.push_back(pool->allocate(512 * KiB).ptr);
+  for (DevicePtr p : small) ASSERT_EQ(pool->free(p).status, FreeStatus::ok);
+  const std::uint64_t ticket = pool->sync_ticket();
+  pool->device_synchronized(ticket);
+  const std::size_t before = pool->stats().reserved;  // 30 MiB + 2 small segments
+  ASSERT_EQ(pool->free_async(b, kOther).status, FreeStatus::ok);
+  const DevicePtr c = pool->allocate_async(34 * MiB, kS).ptr;
+  ASSERT_NE(c, 0u);
+  EXPECT_LE(pool->stats().reserved, before) << "free pages and segments elsewhere made room";
+  EXPECT_EQ(pool->free_async(c, kS).status, FreeStatus::ok);
 }

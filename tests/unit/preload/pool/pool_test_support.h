@@ -137,6 +137,7 @@ class FakeUpstream : public Upstream {
   }
   UpstreamResult map(DevicePtr addr, std::size_t size) override {
     ++allocate_calls;
+    if (refuse_maps != 0) return UpstreamResult::failure(refuse_maps);
     if (addr % granularity_ || size % granularity_) violations.push_back("unaligned map");
     if (!take(size)) return UpstreamResult::out_of_memory(kOomCode);
     mapped[addr] = size;
@@ -179,6 +180,7 @@ class FakeUpstream : public Upstream {
   std::size_t used = 0;
   std::uint64_t allocate_calls = 0, release_calls = 0, synchronize_calls = 0, query_calls = 0;
   int fail_next_allocate = 0;  // non-zero: the next allocate fails with this code
+  int refuse_maps = 0;         // non-zero: every map fails with this code (VMM refused)
   bool stream_ordered = false;
   std::map<DevicePtr, std::size_t> segments;
   std::map<DevicePtr, std::pair<std::size_t, StreamHandle>> stream_segments;
