@@ -435,6 +435,52 @@ torch_checks() {
     done
   fi
 
+  if wanted torch.ipc; then
+    # torch.multiprocessing shares CUDA tensors by IPC handle (issue 18).
+    # Default: PyTorch's caching allocator gets the driver's memory (the pool
+    # steps aside), so sharing works as bare. With the pool serving PyTorch
+    # too (step-aside off) a handle of pool memory is either exact or
+    # refused; never a neighbour's bytes.
+    local mode
+    for mode in default pool; do
+      local step_aside=auto
+      [[ $mode == pool ]] && step_aside=off
+      fresh "$t/ipc-$mode"
+      if CUMEMTRACE_POOL_STEP_ASIDE=$step_aside traced "$t/ipc-$mode" -- python3 "$gpu_dir/torch_sharing.py" ipc; then
+        local line
+        line=$(grep '^ipc:' "$t/ipc-$mode/stdout" | tail -1)
+        if [[ $mode == default && $line == "ipc: ok" ]] ||
+            [[ $mode == pool && ($line == "ipc: ok" || $line == "ipc: refused"*) ]]; then
+          pass "torch.ipc.$mode" "$line"
+        else
+          fail "torch.ipc.$mode" "${line:-no result line}"
+        fi
+      else
+        fail "torch.ipc.$mode" "$(last_line "$t/ipc-$mode/stdout") $(last_line "$t/ipc-$mode/stderr")"
+      fi
+    done
+  fi
+
+  if wanted torch.empty_cache; then
+    # empty_cache() under cumemtrace lowers nvidia-smi's figure as bare does.
+    fresh "$t/empty_cache"
+    if timeout "$(limit 300)" python3 "$gpu_dir/torch_sharing.py" empty_cache >"$t/empty_cache/bare.log" 2>&1 &&
+        traced "$t/empty_cache" -- python3 "$gpu_dir/torch_sharing.py" empty_cache; then
+      verdict torch.empty_cache "$t/empty_cache/check.log" python3 - "$t/empty_cache/bare.log" \
+        "$t/empty_cache/stdout" <<'PYEOF'
+import re, sys
+def drop(path):
+    m = re.search(r"empty_cache: before=(\d+) after=(\d+)", open(path).read())
+    return int(m.group(1)) - int(m.group(2))
+bare, ours = drop(sys.argv[1]), drop(sys.argv[2])
+print(f"nvidia-smi drop at empty_cache(): bare {bare} MiB, under cumemtrace {ours} MiB")
+sys.exit(0 if bare > 0 and ours >= 0.9 * bare else 1)
+PYEOF
+    else
+      fail torch.empty_cache "$(last_line "$t/empty_cache/bare.log") $(last_line "$t/empty_cache/stderr")"
+    fi
+  fi
+
   if wanted torch.leak; then
     # The planted leak by its Python line (our Python frames: no perf map,
     # default depth), and the model's lines among the sites at the peak.

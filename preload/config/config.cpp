@@ -7,6 +7,7 @@
 
 #include "cumemtrace/trace_format.h"
 #include "common/diagnostics.h"
+#include "config/step_aside_rule.h"
 
 extern char** environ;
 
@@ -137,6 +138,19 @@ constexpr OptionSpec pool_conf() {
           }};
 }
 
+// CUMEMTRACE_POOL_STEP_ASIDE: auto, off or fnmatch patterns
+// (config/step_aside_rule.h).
+constexpr OptionSpec pool_step_aside() {
+  return {"CUMEMTRACE_POOL_STEP_ASIDE", "pool_step_aside",
+          "'auto', 'off' or comma-separated library path patterns",
+          [](Config& c, std::string_view text) {
+            if (!step_aside_setting_problem(text).empty()) return false;
+            c.pool_step_aside = std::string(text);
+            return true;
+          },
+          [](LineBuffer& out, const Config& c) { out.str(c.pool_step_aside); }};
+}
+
 constexpr OptionSpec kOptions[] = {
     non_empty_text<&Config::output_template>("CUMEMTRACE_OUTPUT", "output",
                                              "a non-empty path template"),
@@ -154,6 +168,7 @@ constexpr OptionSpec kOptions[] = {
     number<&Config::pool_sample_ms, 1, 3'600'000>("CUMEMTRACE_POOL_SAMPLE_MS", "pool_sample_ms",
                                                   "a whole number of milliseconds in [1, 3600000]"),
     pool_conf(),
+    pool_step_aside(),
 };
 static_assert(!kOptions[0].key.empty(), "the first option's echo opens the object");
 

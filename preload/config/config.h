@@ -65,6 +65,11 @@ struct Config {
   // CUMEMTRACE_POOL_CONF: the pool's policy, PYTORCH_CUDA_ALLOC_CONF syntax
   // (pool_config.h). Bad entries are warned about and keep their defaults.
   pool::PoolConfig pool_config;
+  // CUMEMTRACE_POOL_STEP_ASIDE: callers the caching pool leaves to the
+  // driver because they cache themselves (hooks/step_aside.h,
+  // config/step_aside_rule.h): `auto` (PyTorch's, CuPy's, RMM's, XLA's and
+  // TensorFlow's allocators), `off`, or library path patterns.
+  std::string pool_step_aside{"auto"};
   // CUMEMTRACE_POOL_SAMPLE_MS: at most one `pool` sample per device this
   // often (taken on the allocation path), and one at the end. Ten a second:
   // a sample is one short line and a few relaxed loads per sub-pool, and it

@@ -258,6 +258,7 @@ CUresult primary_ctx_reset(decltype(&::cuDevicePrimaryCtxReset_v2) real, CUdevic
 #define CUMEMTRACE_DRIVER_EXPORT(NAME, BODY, PARAMS, ...)                \
   static NextSymbol<decltype(&::NAME)> next_##NAME{#NAME};               \
   CUMEMTRACE_HOOK CUresult CUDAAPI NAME PARAMS {                         \
+    note_hook_caller(__builtin_return_address(0));                       \
     return BODY(next_##NAME.get(), __VA_ARGS__);                         \
   }
 

@@ -167,6 +167,49 @@ PoolRelease pool_release(const FreeFacts& facts) noexcept {
   }
 }
 
+bool release_pool_caches() noexcept {
+  try {
+    struct Released {
+      bool any = false;
+    } released;
+    for_each_pool(
+        [](pool::DevicePool& pool, void* arg) {
+          if (pool.stats().cached_free == 0) return;
+          pool.release_cached();
+          static_cast<Released*>(arg)->any = true;
+        },
+        &released);
+    return released.any;
+  } catch (...) {
+    return false;
+  }
+}
+
+void note_outside_oom(const AllocRequest& request) noexcept {
+  try {
+    int dev = request.dev >= 0 ? request.dev : current_device();
+    pool::OomReport r;
+    r.device = dev;
+    r.size = request.size;
+    r.block = request.size;
+    if (const pool::DevicePool* pool = pool_of_device(dev)) {
+      const pool::PoolStats s = pool->stats();
+      r.allocated = s.allocated;
+      r.reserved = s.reserved;
+      r.cached_free = s.cached_free;
+      r.largest_free = s.largest_free;
+    }
+    pool_driver_memory_info(dev, &r.device_free, &r.device_total);
+    r.cause = r.cached_free + r.device_free >= r.block ? pool::OomCause::fragmentation : pool::OomCause::capacity;
+    if (request.stream) {
+      r.stream_ordered = true;
+      r.stream = *request.stream;
+    }
+    recorder().on_oom(request.api, r);
+  } catch (...) {
+  }
+}
+
 void* not_a_device_pointer() noexcept {
   static char host_byte;
   return &host_byte;

@@ -19,7 +19,10 @@
 #include <optional>
 #include <type_traits>
 
+#include <cuda.h>
+
 #include "cumemtrace/pool/pool_stats.h"
+#include "hooks/step_aside.h"
 #include "record/recorder.h"
 
 namespace cumemtrace::preload {
@@ -179,6 +182,32 @@ Result allocate_from_pool(const AllocRequest& request, Out* out, Upstream& upstr
   return got.rc;
 }
 
+// Device memory the pool caches but nobody uses goes back to the driver:
+// for a request on a route the pool does not serve that ran out of memory.
+// True when something was given back (the request is then worth retrying).
+bool release_pool_caches() noexcept;
+// The `oom` event of such a request that failed after the retry.
+void note_outside_oom(const AllocRequest& request) noexcept;
+
+// A route the pool does not serve (cuMemCreate, which NCCL and PyTorch's
+// expandable segments use; managed, pitched, explicit-pool memory; a caller
+// the pool steps aside for) ran out of memory while the pool caches free
+// memory: without us the driver would have had it (issue 18: 45 x 20 MiB
+// cudaMalloc'd and freed, then cuMemCreate of 800 MiB on a 1 GiB device).
+// The cache goes back and the call is tried once more. Only at the driver
+// layer: a runtime call that reaches the driver through us is retried there,
+// so the runtime never sees the first failure and its last-error state stays
+// the program's (DESIGN.md: no stale last error).
+template <typename Result>
+bool retry_outside_pool(const AllocRequest& request, Result rc) {
+  if constexpr (std::is_same_v<Result, CUresult>) {
+    return rc == CUDA_ERROR_OUT_OF_MEMORY && request.kind != format::MemoryKind::host_pinned && caching_pool() &&
+           release_pool_caches();
+  } else {
+    return false;
+  }
+}
+
 template <typename Result, typename Out, typename Upstream>
 Result allocate(const AllocRequest& request, Out* out, Upstream&& upstream) {
   ReentryGuard guard;
@@ -186,12 +215,17 @@ Result allocate(const AllocRequest& request, Out* out, Upstream&& upstream) {
   // A NULL out-parameter or 0 bytes: the real call answers (an error, or a
   // NULL pointer without any memory). The pool's path is a function of its
   // own: the passthrough path never builds its out-of-memory report.
-  if (record && request.pooled && out && request.size != 0 && caching_pool()) {
+  if (record && request.pooled && out && request.size != 0 && caching_pool() && !pool_steps_aside()) {
     return allocate_from_pool<Result>(request, out, upstream);
   }
-  const Obtained<Result> got = upstream(request.size);
+  Obtained<Result> got = upstream(request.size);
+  if (got.rc != Result{} && retry_outside_pool(request, got.rc)) got = upstream(request.size);
   if (record && got.rc == Result{} && got.ptr != 0) {
     note_allocation(request, got.ptr, got.size != 0 ? got.size : request.size);
+  } else if (record && got.rc != Result{} && request.kind != format::MemoryKind::host_pinned && caching_pool() &&
+             static_cast<int>(got.rc) == 2) {
+    // cudaErrorMemoryAllocation and CUDA_ERROR_OUT_OF_MEMORY are both 2.
+    note_outside_oom(request);
   }
   return got.rc;
 }

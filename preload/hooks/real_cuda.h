@@ -10,6 +10,7 @@
 //    small table of slots per intercepted ABI (RealSlots, Wrapped below).
 #pragma once
 
+#include "hooks/step_aside.h"
 #include <array>
 #include <atomic>
 #include <cstddef>
@@ -109,6 +110,7 @@ struct Wrapped<Body, R (*)(A...)> {
 
   template <std::size_t I>
   static R entry(A... args) {
+    note_hook_caller(__builtin_return_address(0));
     return Body(slots.get(I), args...);
   }
 

@@ -188,6 +188,7 @@ cudaError_t device_reset(decltype(&::cudaDeviceReset) real) {
 #define CUMEMTRACE_RUNTIME_EXPORT(NAME, BODY, PARAMS, ...)            \
   static NextSymbol<decltype(&::NAME)> next_##NAME{#NAME};            \
   CUMEMTRACE_HOOK cudaError_t CUDARTAPI NAME PARAMS {                 \
+    note_hook_caller(__builtin_return_address(0));                    \
     return BODY(next_##NAME.get() __VA_OPT__(, ) __VA_ARGS__);        \
   }
 

@@ -239,7 +239,11 @@ TEST(Config, EchoNamesThePoolAndItsPolicy) {
   EXPECT_EQ(j["pool_sample_ms"], 100);
   EXPECT_EQ(j["max_split_size"], 128 << 20);
   EXPECT_TRUE(j["release_threshold"].is_null());
-  EXPECT_EQ(j["expandable_segments"], false);
+  EXPECT_EQ(j["expandable_segments"], true) << "the default since issue 18";
+  const Config off = parse({{"CUMEMTRACE_POOL_CONF", "expandable_segments:false"}}).config;
+  cumemtrace::preload::LineBuffer b2;
+  cumemtrace::preload::append_config_json(b2, off);
+  EXPECT_EQ(nlohmann::json::parse(b2.view())["expandable_segments"], false);
 }
 
 }  // namespace

@@ -1,0 +1,52 @@
+#include "config/step_aside_rule.h"
+
+#include <fnmatch.h>
+
+#include <string>
+
+namespace cumemtrace::preload {
+
+namespace {
+
+// Calls fn(pattern) for each comma-separated, non-empty entry.
+template <typename Fn>
+bool any_pattern(std::string_view list, Fn&& fn) {
+  while (!list.empty()) {
+    const std::size_t comma = list.find(',');
+    const std::string_view entry = list.substr(0, comma);
+    if (!entry.empty() && fn(entry)) return true;
+    if (comma == std::string_view::npos) break;
+    list.remove_prefix(comma + 1);
+  }
+  return false;
+}
+
+}  // namespace
+
+bool steps_aside_for(std::string_view setting, const char* library_path, bool torch_uncached) {
+  if (setting == "off" || !library_path || !*library_path) return false;
+  const bool automatic = setting == "auto";
+  const std::string_view patterns = automatic ? kStepAsideAuto : setting;
+  return any_pattern(patterns, [&](std::string_view pattern) {
+    if (fnmatch(std::string(pattern).c_str(), library_path, 0) != 0) return false;
+    // PyTorch without its cache allocates per tensor: the pool is the cache.
+    return !(automatic && torch_uncached && pattern.find("libc10_cuda") != std::string_view::npos);
+  });
+}
+
+std::string_view step_aside_setting_problem(std::string_view setting) {
+  if (setting.empty()) return "an empty list";
+  if (setting == "auto" || setting == "off") return {};
+  bool any = false;
+  // The loader names libraries by absolute path, so a pattern without '/'
+  // or '*' can match none: a typo, said as such rather than silently inert.
+  const bool inert = any_pattern(setting, [&](std::string_view pattern) {
+    any = true;
+    return pattern.find_first_of("/*") == std::string_view::npos;
+  });
+  if (!any) return "no pattern in the list";
+  if (inert) return "a pattern without '/' or '*' matches no library path";
+  return {};
+}
+
+}  // namespace cumemtrace::preload

@@ -1,0 +1,38 @@
+// Which libraries the caching pool steps aside for (hooks/step_aside.h says
+// why): CUMEMTRACE_POOL_STEP_ASIDE is `auto` (the caching allocators below),
+// `off` (the pool serves every caller), or a comma-separated list of
+// fnmatch(3) patterns matched against the calling library's path as the
+// loader names it (dladdr's dli_fname), e.g. "*/libmyalloc.so*".
+#pragma once
+
+#include <string_view>
+
+namespace cumemtrace::preload {
+
+// The built-in list, `auto`: where the caching allocators of the frameworks
+// people profile call cudaMalloc / cuMemAlloc from.
+//  - PyTorch: c10/cuda/CUDACachingAllocator.cpp, in libc10_cuda.so; not when
+//    PYTORCH_NO_CUDA_MEMORY_CACHING is set (PyTorch then allocates per
+//    tensor, "forceUncachedAllocator": any value), so that `cumemtrace run
+//    --torch-tensors` still makes our pool the cache.
+//  - CuPy's MemoryPool: its extension modules under cupy/ and cupy_backends/
+//    (CuPy ≥ 13 links the runtime statically into cupy_backends).
+//  - RMM's pool resources: librmm.so and the rmm/ Python package.
+//  - XLA's BFC allocator (JAX): xla_extension.so, jaxlib/.
+//  - TensorFlow's BFC allocator: libtensorflow_framework.so,
+//    _pywrap_tensorflow_internal.so.
+inline constexpr std::string_view kStepAsideAuto =
+    "*/libc10_cuda.so*,*/cupy/*,*/cupy_backends/*,*/librmm.so*,*/rmm/*,*/xla_extension.so*,*/jaxlib/*,"
+    "*/libtensorflow_framework.so*,*/_pywrap_tensorflow_internal.so*";
+
+// Whether a request from `library_path` is left to the driver under
+// `setting` (auto, off, or patterns). `torch_uncached`: whether
+// PYTORCH_NO_CUDA_MEMORY_CACHING is set in the process (read by the caller
+// when it decides, since Python scripts often set it in os.environ after
+// we loaded).
+bool steps_aside_for(std::string_view setting, const char* library_path, bool torch_uncached);
+
+// What is wrong with a setting, or empty: for the option's warning.
+std::string_view step_aside_setting_problem(std::string_view setting);
+
+}  // namespace cumemtrace::preload
