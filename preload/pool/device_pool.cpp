@@ -286,7 +286,9 @@ FreeResult DevicePool::Impl::free(DevicePtr ptr, bool stream_ordered, StreamHand
     }
   } else if (stream_ordered && sp->stream_ordered && sp->stream == stream) {
     // Stream order protects it: later work on this stream runs after the
-    // work that used it.
+    // work that used it. (Not giving its pages back, though: see
+    // unsynced_free_mark.)
+    sp->unsynced_free_mark = sync_begun_.load(std::memory_order_relaxed) + 1;
     detail::make_free(*sp, b);
   } else if (stream_ordered) {
     // Freed in another stream's order: reusable here once that stream has

@@ -111,8 +111,10 @@ class DevicePool::Impl {
   // until `goal` bytes went back; returns the bytes unmapped.
   std::size_t unmap_free_pages(SubPool& sp, Segment* seg, std::size_t goal, DevicePtr keep_begin,
                                DevicePtr keep_end, UpstreamResult* first_error);
+  // synchronized: the device was synchronised since the pages' blocks were
+  // freed (Upstream::unmap_synchronized), else the upstream waits itself.
   void unmap_run(SubPool& sp, Segment* seg, std::size_t first_page, std::size_t end_page,
-                 UpstreamResult* first_error);
+                 UpstreamResult* first_error, bool synchronized);
   // A wholly free expandable segment: everything unmapped, the range returned.
   void release_expandable(SubPool& sp, Segment* seg, UpstreamResult* first_error);
 

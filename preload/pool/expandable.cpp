@@ -186,6 +186,13 @@ std::size_t DevicePool::Impl::unmap_free_pages(SubPool& sp, Segment* seg, std::s
   const std::size_t g = vm_granularity_;
   const DevicePtr base = seg->base();
   std::size_t released = 0;
+  // No synchronisation when no block of this sub-pool was freed in stream
+  // order since the last one (cudaFree'd blocks became free through one),
+  // else one for every run given back here, not one per run
+  // (Upstream::unmap waits for the device each time): at the peak the tight
+  // policy moves pages from many holes, and each wait stalls the program's
+  // queue of work.
+  bool synchronized = sp.unsynced_free_mark <= sync_done_.load(std::memory_order_acquire);
   for (Block* b = seg->first; b && released < goal; b = b->next) {
     if (b->state != detail::BlockState::free) continue;
     // Only pages wholly inside the free block: its neighbours' pages stay.
@@ -201,7 +208,8 @@ std::size_t DevicePool::Impl::unmap_free_pages(SubPool& sp, Segment* seg, std::s
       while (q < end && seg->pages[q] && !(base + q * g >= keep_begin && base + q * g < keep_end) &&
              released + (q - p) * g < goal)
         ++q;
-      unmap_run(sp, seg, p, q, first_error);
+      if (!synchronized) synchronized = synchronize_device().ok();
+      unmap_run(sp, seg, p, q, first_error, synchronized);
       released += (q - p) * g;
       p = q;
     }
@@ -210,7 +218,7 @@ std::size_t DevicePool::Impl::unmap_free_pages(SubPool& sp, Segment* seg, std::s
 }
 
 void DevicePool::Impl::unmap_run(SubPool& sp, Segment* seg, std::size_t first, std::size_t end,
-                                 UpstreamResult* first_error) {
+                                 UpstreamResult* first_error, bool synchronized) {
   const std::size_t g = vm_granularity_;
   const DevicePtr lo = seg->base() + first * g;
   const DevicePtr hi = seg->base() + end * g;
@@ -239,7 +247,7 @@ void DevicePool::Impl::unmap_run(SubPool& sp, Segment* seg, std::size_t first, s
       ++it;
     }
   }
-  const UpstreamResult r = upstream_.unmap(lo, hi - lo);
+  const UpstreamResult r = synchronized ? upstream_.unmap_synchronized(lo, hi - lo) : upstream_.unmap(lo, hi - lo);
   upstream_frees_.fetch_add(1, std::memory_order_relaxed);
   if (!r.ok() && first_error->ok()) *first_error = r;
   for (std::size_t p = first; p < end; ++p) seg->pages[p] = false;

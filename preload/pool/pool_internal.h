@@ -119,6 +119,12 @@ struct alignas(64) SubPool {
   std::size_t pending_bytes[2] = {0, 0};
   Segment* segments = nullptr;
   Segment* expandable = nullptr;  // this sub-pool's growing range for large blocks
+  // 1 + the sync ticket begun when a block was last freed in this stream's
+  // own order (free at once, while the device may still run work on it); 0:
+  // never. Pages under free blocks need a synchronisation before they are
+  // unmapped only while this is above sync_done: every other free block
+  // became free through a synchronisation or a completed fence.
+  std::uint64_t unsynced_free_mark = 0;
 
   // Block records: a free list refilled a chunk at a time, so splitting a
   // block does not call malloc.

@@ -387,6 +387,11 @@ UpstreamResult DriverUpstream::unmap(DevicePtr addr, std::size_t size) {
   return unmap_pages(addr, size);
 }
 
+UpstreamResult DriverUpstream::unmap_synchronized(DevicePtr addr, std::size_t size) {
+  InContext in(primary_);
+  return unmap_pages(addr, size);
+}
+
 UpstreamResult DriverUpstream::unmap_pages(DevicePtr addr, std::size_t size) {
   UpstreamResult first = UpstreamResult::success();
   for (std::size_t done = 0; done < size; done += granularity_) {

@@ -60,6 +60,7 @@ class DriverUpstream final : public pool::Upstream {
   pool::UpstreamResult release_range(pool::DevicePtr base, std::size_t size) override;
   pool::UpstreamResult map(pool::DevicePtr addr, std::size_t size) override;
   pool::UpstreamResult unmap(pool::DevicePtr addr, std::size_t size) override;
+  pool::UpstreamResult unmap_synchronized(pool::DevicePtr addr, std::size_t size) override;
 
   // The driver call that made the calling thread's latest segment:
   // "cuMemAlloc_v2", "cuMemAllocAsync" or "cuMemMap" (the segment_alloc

@@ -255,3 +255,30 @@ TEST_F(ExpandableTest, GrowthElsewhereTakesTheCacheOfOtherSubPoolsFirst) {
   EXPECT_LE(pool->stats().reserved, before) << "free pages and segments elsewhere made room";
   EXPECT_EQ(pool->free_async(c, kS).status, FreeStatus::ok);
 }
+
+// Pages go back without a synchronisation only when no device work can use
+// them: a block freed with cudaFree became free through one, a block freed
+// in its own stream's order did not (the device may still run that
+// stream's work on it).
+TEST_F(ExpandableTest, UnmappingWaitsForTheDeviceOnlyAfterStreamOrderedFrees) {
+  constexpr StreamHandle kOther = 0x7;
+  // cudaFree'd, then the application synchronised: safe as it is.
+  const DevicePtr a = pool->allocate(30 * MiB).ptr;
+  ASSERT_EQ(pool->free(a).status, FreeStatus::ok);
+  const std::uint64_t ticket = pool->sync_ticket();
+  up.synchronize();
+  pool->device_synchronized(ticket);
+  std::uint64_t syncs = up.synchronize_calls;
+  const DevicePtr b = pool->allocate_async(30 * MiB, kOther).ptr;  // takes a's pages back first
+  ASSERT_NE(b, 0u);
+  EXPECT_EQ(pool->stats().reserved, 30 * MiB);
+  EXPECT_EQ(up.synchronize_calls, syncs) << "the pages of a synchronised free go back without waiting";
+  // Freed in kOther's own order: free at once, but maybe still in use.
+  ASSERT_EQ(pool->free_async(b, kOther).status, FreeStatus::ok);
+  syncs = up.synchronize_calls;
+  const DevicePtr c = pool->allocate_async(30 * MiB, kS).ptr;
+  ASSERT_NE(c, 0u);
+  EXPECT_EQ(pool->stats().reserved, 30 * MiB);
+  EXPECT_EQ(up.synchronize_calls, syncs + 1) << "one wait before kOther's pages went back";
+  EXPECT_EQ(pool->free_async(c, kS).status, FreeStatus::ok);
+}
