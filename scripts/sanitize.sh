@@ -64,7 +64,8 @@ run_one() {
     # The programs of the simulated device's own tests (tests/apps/sim_apps.cmake).
     while read -r name; do targets+=("$name"); done < <(
       ninja -C "$build" -t targets all | sed -n 's/^\(sim_[A-Za-z0-9_]*\): phony$/\1/p')
-    # Not run, besides the analyzer's import tests (one thread):
+    # Not run, besides the analyzer's import tests and the workloads' replays
+    # (import_replay_integration_tests, one thread of ours; not built here):
     #  - Survive.ExitFromDestructorsHandlersAndOtherThreads: in its
     #    main-pthread-exit case the process never ends, because TSan's own
     #    background thread outlives every program thread (reproduced without
@@ -78,7 +79,7 @@ run_one() {
     #    support (a lock of its runtime held by a thread that is gone in the
     #    child: the child hangs in exit()). The plain and ASan runs check them.
     select=(-R '^(pool\.|preload\.|integration\.|sim_)'
-      -E '^(integration\.((SeedsWorkload|SeedsAtNinetyPercent|TorchSnapshots)\..*|Survive\.ExitFromDestructorsHandlersAndOtherThreads|RunOptions\.SignalSentToTheLauncherEndsTheProgramAndItsTrace|Processes\.ForksWhileTheParentWritesNeverDeadlockOrLeak)|sim_fork_exit)$')
+      -E '^(integration\.((SeedsWorkload|SeedsAtNinetyPercent|SeedsAtNinetySevenPercent|TorchSnapshots|VarlenWorkloads|Shapes/VarlenWorkload)\..*|Survive\.ExitFromDestructorsHandlersAndOtherThreads|RunOptions\.SignalSentToTheLauncherEndsTheProgramAndItsTrace|Processes\.ForksWhileTheParentWritesNeverDeadlockOrLeak)|sim_fork_exit)$')
   else
     # Not run: it measures the analyzer's resident memory, which ASan's
     # shadow and its quarantine of freed memory inflate by design. Nor the
