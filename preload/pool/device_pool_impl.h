@@ -180,7 +180,8 @@ class DevicePool::Impl {
   const bool stream_ordered_segments_;  // upstream_.has_stream_ordered_segments()
 
   // Lock order: slow_mu_ → streams_mu_ → one sub-pool's mu → segments_mu_ →
-  // upstream_mu_. Never two sub-pool locks at once.
+  // upstream_mu_. Never waits for a second sub-pool lock while holding one:
+  // release_elsewhere only tries one (try_lock), so it cannot deadlock.
   std::mutex slow_mu_;
   mutable std::mutex streams_mu_;
   mutable std::mutex segments_mu_;
