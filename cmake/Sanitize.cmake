@@ -41,29 +41,47 @@ foreach(flag IN LISTS cumemtrace_sanitize_flags)
   add_link_options(${flag})
 endforeach()
 
+# The plain build's directory. scripts/sanitize.sh gives its address and
+# thread builds the same one (<prefix>-preload/), so that the second finds the
+# library built; the nested build runs under a lock of that directory (flock),
+# as two sanitizer builds may run at once.
+set(CUMEMTRACE_PLAIN_PRELOAD_DIR "" CACHE PATH
+  "Build directory of the plain libcumemtrace.so of a sanitizer build (default: <build>/preload-plain)")
+
 # Defines the target cumemtrace_preload (libcumemtrace.so in the build tree's
 # library directory, where `cumemtrace run` looks for it) as the product of a
-# nested, unsanitized build of this source tree in preload-plain/.
+# nested, unsanitized build of this source tree in preload-plain/ (or
+# CUMEMTRACE_PLAIN_PRELOAD_DIR).
 function(cumemtrace_plain_preload)
   include(ExternalProject)
   set(plain_dir ${CMAKE_BINARY_DIR}/preload-plain)
+  if(CUMEMTRACE_PLAIN_PRELOAD_DIR)
+    set(plain_dir ${CUMEMTRACE_PLAIN_PRELOAD_DIR})
+  endif()
   set(plain_lib ${CMAKE_LIBRARY_OUTPUT_DIRECTORY}/libcumemtrace.so)
+  set(lock)
+  find_program(CUMEMTRACE_FLOCK flock)
+  mark_as_advanced(CUMEMTRACE_FLOCK)
+  if(CUMEMTRACE_FLOCK)
+    set(lock ${CUMEMTRACE_FLOCK} ${plain_dir}.lock)
+  endif()
   ExternalProject_Add(cumemtrace_plain_preload_build
     SOURCE_DIR ${CMAKE_SOURCE_DIR}
     BINARY_DIR ${plain_dir}
-    PREFIX ${plain_dir}/external
-    CMAKE_GENERATOR ${CMAKE_GENERATOR}
-    CMAKE_ARGS
+    # The steps' stamps stay in this build tree.
+    PREFIX ${CMAKE_BINARY_DIR}/preload-plain-external
+    CONFIGURE_COMMAND ${lock} ${CMAKE_COMMAND} -G ${CMAKE_GENERATOR}
+      -S ${CMAKE_SOURCE_DIR} -B ${plain_dir}
       -DCMAKE_BUILD_TYPE=RelWithDebInfo
       -DCMAKE_C_COMPILER=${CMAKE_C_COMPILER}
       -DCMAKE_CXX_COMPILER=${CMAKE_CXX_COMPILER}
       -DCMAKE_INSTALL_LIBDIR=${CMAKE_INSTALL_LIBDIR}
       -DCUMEMTRACE_WERROR=${CUMEMTRACE_WERROR}
       -DCUMEMTRACE_BUILD_TESTS=OFF
-    BUILD_COMMAND ${CMAKE_COMMAND} --build ${plain_dir} --target cumemtrace_preload
+    BUILD_COMMAND ${lock} ${CMAKE_COMMAND} --build ${plain_dir} --target cumemtrace_preload
     # The nested build decides itself what is out of date.
     BUILD_ALWAYS ON
-    INSTALL_COMMAND ${CMAKE_COMMAND} -E copy_if_different
+    INSTALL_COMMAND ${lock} ${CMAKE_COMMAND} -E copy_if_different
       ${plain_dir}/${CMAKE_INSTALL_LIBDIR}/libcumemtrace.so ${plain_lib}
     BUILD_BYPRODUCTS ${plain_lib})
   add_library(cumemtrace_preload MODULE IMPORTED GLOBAL)

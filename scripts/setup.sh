@@ -5,6 +5,7 @@ set -euo pipefail
 
 packages=(
   build-essential cmake ninja-build pkg-config
+  ccache                 # compiles once what several builds share (cmake/BuildSpeed.cmake)
   libunwind-dev          # native call stacks (preload)
   libspdlog-dev          # analyzer logging
   nlohmann-json3-dev     # analyzer JSON output
