@@ -52,13 +52,30 @@ set(CUMEMTRACE_PLAIN_PRELOAD_DIR "" CACHE PATH
 # library directory, where `cumemtrace run` looks for it) as the product of a
 # nested, unsanitized build of this source tree in preload-plain/ (or
 # CUMEMTRACE_PLAIN_PRELOAD_DIR).
+# A plain libcumemtrace.so built already, from the same sources (CI's main
+# build, just before: scripts/sanitize.sh passes it when CI=true): copied
+# instead of built again.
+set(CUMEMTRACE_PLAIN_PRELOAD_LIBRARY "" CACHE FILEPATH
+  "A plain libcumemtrace.so of this source tree to use instead of the nested build")
+
 function(cumemtrace_plain_preload)
+  set(plain_lib ${CMAKE_LIBRARY_OUTPUT_DIRECTORY}/libcumemtrace.so)
+  if(CUMEMTRACE_PLAIN_PRELOAD_LIBRARY)
+    add_custom_command(OUTPUT ${plain_lib}
+      COMMAND ${CMAKE_COMMAND} -E copy_if_different ${CUMEMTRACE_PLAIN_PRELOAD_LIBRARY} ${plain_lib}
+      DEPENDS ${CUMEMTRACE_PLAIN_PRELOAD_LIBRARY})
+    add_custom_target(cumemtrace_plain_preload_build DEPENDS ${plain_lib})
+    add_library(cumemtrace_preload MODULE IMPORTED GLOBAL)
+    set_target_properties(cumemtrace_preload PROPERTIES IMPORTED_LOCATION ${plain_lib})
+    add_dependencies(cumemtrace_preload cumemtrace_plain_preload_build)
+    install(PROGRAMS ${plain_lib} DESTINATION ${CMAKE_INSTALL_LIBDIR})
+    return()
+  endif()
   include(ExternalProject)
   set(plain_dir ${CMAKE_BINARY_DIR}/preload-plain)
   if(CUMEMTRACE_PLAIN_PRELOAD_DIR)
     set(plain_dir ${CUMEMTRACE_PLAIN_PRELOAD_DIR})
   endif()
-  set(plain_lib ${CMAKE_LIBRARY_OUTPUT_DIRECTORY}/libcumemtrace.so)
   set(lock)
   find_program(CUMEMTRACE_FLOCK flock)
   mark_as_advanced(CUMEMTRACE_FLOCK)

@@ -20,7 +20,7 @@ werror=OFF
 speed=()
 if [[ ${CI:-} == true ]]; then
   werror=ON
-  speed=(-DCUMEMTRACE_TEST_COMPILE_OPTIONS=-g1)
+  speed=(-DCUMEMTRACE_TEST_COMPILE_OPTIONS=-g1 -DCUMEMTRACE_CCACHE=OFF)
 fi
 if [[ ! -f $build/CMakeCache.txt ]] || [[ $werror == ON ]]; then
   cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \

@@ -51,12 +51,21 @@ run_one() {
   # (cmake/BuildSpeed.cmake); the code they test keeps -O1. The plain
   # libcumemtrace.so is built once for both sanitizers, in <prefix>-preload/
   # (cmake/Sanitize.cmake).
+  # In CI, scripts/test.sh has just built the main tree from these sources:
+  # its libcumemtrace.so is the plain one, used as it is; and ccache is off
+  # there, as in build.sh (cmake/BuildSpeed.cmake says why).
+  local -a plain=(-DCUMEMTRACE_PLAIN_PRELOAD_DIR="$prefix-preload")
+  local main_lib
+  main_lib=$(ls "${CUMEMTRACE_BUILD_DIR:-$root/build}"/lib*/libcumemtrace.so 2>/dev/null | head -1 || true)
+  if [[ ${CI:-} == true ]]; then
+    plain+=(-DCUMEMTRACE_CCACHE=OFF)
+    [[ -n $main_lib ]] && plain+=(-DCUMEMTRACE_PLAIN_PRELOAD_LIBRARY="$main_lib")
+  fi
   if [[ ! -f $build/CMakeCache.txt ]]; then
     cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Sanitize \
       -DCMAKE_C_COMPILER=gcc -DCMAKE_CXX_COMPILER=g++ \
       -DCMAKE_C_FLAGS="-O1 -g1" -DCMAKE_CXX_FLAGS="-O1 -g1" \
-      -DCUMEMTRACE_PCH=ON -DCUMEMTRACE_TEST_COMPILE_OPTIONS=-Og \
-      -DCUMEMTRACE_PLAIN_PRELOAD_DIR="$prefix-preload" \
+      -DCUMEMTRACE_PCH=ON -DCUMEMTRACE_TEST_COMPILE_OPTIONS=-Og "${plain[@]}" \
       -DCUMEMTRACE_SANITIZE="$kind" >&2 || return 1
   fi
   # ASan+UBSan: everything. TSan finds races between threads only, and the
@@ -81,12 +90,16 @@ run_one() {
     #    TSan runs a signal handler only when the thread leaves an intercepted
     #    call, and its waitpid is not one that waits for signals; the launcher's
     #    handler (SA_RESTART) never runs, so the signal is never forwarded.
+    #  - BadOptions.*: every bad value of every option, each a program run
+    #    (two minutes of the TSan run). The option table is read once, on one
+    #    thread, in the plain libcumemtrace.so that TSan does not instrument;
+    #    the plain and ASan runs check them.
     #  - sim_fork_exit and Processes.ForksWhileTheParentWritesNeverDeadlockOrLeak:
     #    they fork while other threads run, which ThreadSanitizer does not
     #    support (a lock of its runtime held by a thread that is gone in the
     #    child: the child hangs in exit()). The plain and ASan runs check them.
     select=(-R '^(pool\.|preload\.|integration\.|sim_)'
-      -E '^(integration\.((SeedsWorkload|SeedsAtNinetyPercent|SeedsAtNinetySevenPercent|TorchSnapshots|VarlenWorkloads|Shapes/VarlenWorkload)\..*|Survive\.ExitFromDestructorsHandlersAndOtherThreads|RunOptions\.SignalSentToTheLauncherEndsTheProgramAndItsTrace|Processes\.ForksWhileTheParentWritesNeverDeadlockOrLeak)|sim_fork_exit)$')
+      -E '^(integration\.((SeedsWorkload|SeedsAtNinetyPercent|SeedsAtNinetySevenPercent|TorchSnapshots|VarlenWorkloads|Shapes/VarlenWorkload)\..*|Survive\.ExitFromDestructorsHandlersAndOtherThreads|RunOptions\.SignalSentToTheLauncherEndsTheProgramAndItsTrace|Processes\.ForksWhileTheParentWritesNeverDeadlockOrLeak|BadOptions\..*)|sim_fork_exit)$')
   else
     # Not run: it measures the analyzer's resident memory, which ASan's
     # shadow and its quarantine of freed memory inflate by design. Nor the
