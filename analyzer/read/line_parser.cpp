@@ -33,6 +33,7 @@ void TraceEvent::reset() {
   argv.clear();
   start_unix_ns = 0;
   config_json.clear();
+  env_json.clear();
   header = nullptr;
 }
 
@@ -304,6 +305,18 @@ struct LineParser::Impl {
     return true;
   }
 
+  // The header's `env` object, minified. Another value is checked as
+  // `config`'s is (invalid JSON still makes the line invalid) and dropped:
+  // the field is informational, and a writer's mistake in it must not make
+  // the whole trace unreadable, as a bad header field does.
+  static bool decode_env(Value& value, std::string& out) {
+    simdjson::ondemand::json_type type;
+    if (value.type().get(type)) return false;
+    if (!decode_config(value, out)) return false;
+    if (type != simdjson::ondemand::json_type::object) out.clear();
+    return true;
+  }
+
   // Whether a line that is not an object is valid JSON nonetheless ("[]",
   // "42"), for the bad line's reason.
   static bool is_valid_json(simdjson::ondemand::document& doc, simdjson::ondemand::json_type type) {
@@ -451,6 +464,10 @@ struct LineParser::Impl {
         case Field::config:
           state.seen |= bit(f);
           if (!decode_config(field.value(), state.out.config_json)) decoded = Decoded::invalid_json;
+          break;
+        case Field::env:
+          state.seen |= bit(f);
+          if (!decode_env(field.value(), state.out.env_json)) decoded = Decoded::invalid_json;
           break;
         default: {
           Scalar s;

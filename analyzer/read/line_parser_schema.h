@@ -29,7 +29,7 @@ enum class ValueKind : std::uint8_t {
   int_,     // any 64-bit signed integer
   hex,      // "0x…" string
   ordinal,  // integer 0..INT_MAX (device)
-  complex,  // arrays and objects (argv, frames, config), decoded apart
+  complex,  // arrays and objects (argv, frames, config, env), decoded apart
 };
 
 struct FieldInfo {
@@ -44,7 +44,8 @@ inline constexpr std::array<FieldInfo, static_cast<std::size_t>(Field::count_)> 
     {"ppid", ValueKind::int_},           {"host", ValueKind::string},
     {"exe", ValueKind::string},          {"argv", ValueKind::complex},
     {"start_unix_ns", ValueKind::uint},  {"pool", ValueKind::string},
-    {"config", ValueKind::complex},      {"t", ValueKind::uint},
+    {"config", ValueKind::complex},      {"env", ValueKind::complex},
+    {"t", ValueKind::uint},
     {"tid", ValueKind::uint},            {"dev", ValueKind::ordinal},
     {"name", ValueKind::string},         {"total", ValueKind::uint},
     {"id", ValueKind::uint},             {"frames", ValueKind::complex},
@@ -82,7 +83,7 @@ constexpr std::array<Schema, static_cast<std::size_t>(Event::unknown) + 1> kSche
   // informational and may differ in other writers.
   at(Event::header) = {bits(F::ev, F::format, F::version),
                        bits(F::pid, F::ppid, F::host, F::exe, F::argv, F::start_unix_ns, F::pool,
-                            F::config)};
+                            F::config, F::env)};
   at(Event::device) = {bits(F::ev, F::t, F::dev, F::name, F::total), 0};
   at(Event::stack) = {bits(F::ev, F::id, F::frames), 0};
   const FieldMask memory_op =
@@ -288,6 +289,7 @@ struct LineState {
           case Field::argv: out.argv.clear(); break;
           case Field::frames: out.frames.clear(); break;
           case Field::config: out.config_json.clear(); break;
+          case Field::env: out.env_json.clear(); break;
           default: break;
         }
       }

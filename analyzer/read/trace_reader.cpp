@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <nlohmann/json.hpp>
 
 #include "read/byte_source.h"
 #include "cumemtrace/analyzer/units.h"
@@ -52,6 +53,16 @@ std::string quoted(std::string_view s) {
   return out + "'";
 }
 }  // namespace
+
+std::optional<std::string> TraceHeader::env(std::string_view name) const {
+  if (env_json.empty()) return std::nullopt;
+  // No exceptions: a header built elsewhere may hold anything.
+  const nlohmann::json object = nlohmann::json::parse(env_json, nullptr, false);
+  if (!object.is_object()) return std::nullopt;
+  const auto it = object.find(name);
+  if (it == object.end() || !it->is_string()) return std::nullopt;
+  return it->get<std::string>();
+}
 
 TraceReader::TraceReader(std::string path, ReaderOptions options)
     : path_(std::move(path)), options_(options) {
@@ -176,6 +187,7 @@ void TraceReader::read_header() {
   header_.start_unix_ns = event_.start_unix_ns;
   header_.pool = event_.pool;
   header_.config_json = event_.config_json;
+  header_.env_json = event_.env_json;
   event_.line = 1;
   event_.header = &header_;
   ++stats_.events_by_kind[static_cast<std::size_t>(format::Event::header)];

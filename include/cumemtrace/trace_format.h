@@ -124,4 +124,13 @@ constexpr EndReason parse_end_reason(std::string_view s) {
 inline constexpr const char* kEnvOutput = "CUMEMTRACE_OUTPUT";
 inline constexpr const char* kDefaultOutputTemplate = "cumemtrace.%h.%p.jsonl";
 
+// The header's optional `env` object, an addition to TRACE_FORMAT.md (README.md,
+// "Additions to the trace format"): these variables, verbatim, those set when
+// the header is written. They are the caching-allocator settings PyTorch
+// reads (PYTORCH_ALLOC_CONF is 2.6+'s name for PYTORCH_CUDA_ALLOC_CONF), so
+// the analyzer can tell what the run was configured with. No other variable
+// is ever recorded: an environment may hold secrets.
+inline constexpr const char* kHeaderEnvNames[] = {"PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_ALLOC_CONF",
+                                                  "PYTORCH_NO_CUDA_MEMORY_CACHING"};
+
 }  // namespace cumemtrace::format

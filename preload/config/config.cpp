@@ -263,6 +263,19 @@ void append_config_json(LineBuffer& out, const Config& c, std::string_view extra
   out.ch('}');
 }
 
+void append_header_env(LineBuffer& out, const EnvLookup& lookup) {
+  bool first = true;
+  for (const char* name : format::kHeaderEnvNames) {
+    const char* value = lookup(name);
+    if (value == nullptr) continue;
+    if (first) out.key("env").ch('{');
+    else out.ch(',');
+    out.str(name).ch(':').str(value);
+    first = false;
+  }
+  if (!first) out.ch('}');
+}
+
 const char* pool_mode_name(Config::PoolMode mode) {
   return mode == Config::PoolMode::passthrough ? "passthrough" : "caching";
 }

@@ -96,6 +96,11 @@ const Config& config();
 // library learnt at run time, such as the Python interpreter it found).
 void append_config_json(LineBuffer& out, const Config& config, std::string_view extra = {});
 
+// ,"env":{"NAME":"value",…} — the header's `env` field: each variable of
+// format::kHeaderEnvNames that `lookup` finds set, its value escaped as any
+// string of a line (invalid UTF-8 becomes U+FFFD). Nothing when none is set.
+void append_header_env(LineBuffer& out, const EnvLookup& lookup);
+
 // The environment variable of every option in the table, in table order
 // (the bad-input tests give each of them garbage).
 std::vector<std::string_view> option_names();

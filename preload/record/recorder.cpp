@@ -3,6 +3,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <cstdlib>
 #include <cstring>
 #include <ctime>
 
@@ -128,6 +129,9 @@ void Recorder::write_header() {
   LineBuffer python;
   if (const std::string note = stacks_.python_note(); !note.empty()) python.field_str("python_frames", note);
   append_config_json(header, config_, python.view());
+  // Read now, not at load: a Python script often sets these in os.environ
+  // before it imports torch, after this library was loaded.
+  append_header_env(header, [](const char* name) { return std::getenv(name); });
   header.ch('}');
   if (!writer_.attach(fd, std::move(path), header)) open_failed_.store(true, std::memory_order_relaxed);
 }

@@ -53,9 +53,24 @@ class KnownSequence : public ::testing::Test {
                                // Passthrough: the trace is the program's own calls, each
                                // with its segment twin (pool_preload_test.cpp has caching);
                                // no `stack` lines (stacks_markers_test.cpp has them).
-                               sim_environment({{"CUMEMTRACE_STACKS", "0"},
-                                                {"CUMEMTRACE_POOL", "passthrough"}}));
+                               sim_environment(environment({})));
     ASSERT_EQ(r.exit_code, 0) << r.err;
+  }
+
+  // SetUp's settings, PyTorch's allocator variables unset (the header
+  // records them: they must not leak in from the test's own environment),
+  // then `more`.
+  static EnvChanges environment(const EnvChanges& more) {
+    EnvChanges env = {{"CUMEMTRACE_STACKS", "0"},
+                      {"CUMEMTRACE_POOL", "passthrough"},
+                      {"PYTORCH_CUDA_ALLOC_CONF", std::nullopt},
+                      {"PYTORCH_ALLOC_CONF", std::nullopt},
+                      {"PYTORCH_NO_CUDA_MEMORY_CACHING", std::nullopt}};
+    for (const auto& change : more) {
+      std::erase_if(env, [&](const auto& e) { return e.first == change.first; });
+      env.push_back(change);
+    }
+    return env;
   }
 
   TempDir dir_;
@@ -86,6 +101,7 @@ TEST_F(KnownSequence, TraceMatchesTheProgramEventByEvent) {
   EXPECT_NE(header["exe"].get<std::string>().find("known_sequence"), std::string::npos);
   EXPECT_GT(header["start_unix_ns"].get<std::uint64_t>(), 1'700'000'000'000'000'000ull);
   EXPECT_GT(header["pid"].get<int>(), 0);
+  EXPECT_FALSE(header.contains("env")) << "no allocator variable set: " << header;
 
   const json& device = lines[1];
   EXPECT_EQ(device["ev"], "device");
@@ -147,6 +163,25 @@ TEST_F(KnownSequence, TraceMatchesTheProgramEventByEvent) {
   EXPECT_EQ(end["live"], kLeaked);
   EXPECT_EQ(end["live_bytes"], kLeakedBytes);
   EXPECT_EQ(end["dropped"], 0);
+}
+
+// The header's `env` (README.md, "Additions to the trace format"): PyTorch's
+// allocator variables as the process had them, those set and nothing else.
+TEST_F(KnownSequence, HeaderRecordsThePyTorchAllocatorVariablesThatAreSet) {
+  const std::string trace = dir_ / "env.jsonl";
+  const auto r = run_command({CUMEMTRACE_CLI, "run", "--output", trace, "--", CUMEMTRACE_APPS_DIR "/known_sequence",
+                              dir_ / "env_manifest.txt"},
+                             sim_environment(environment({
+                                 {"PYTORCH_CUDA_ALLOC_CONF", "expandable_segments:True,max_split_size_mb:128"},
+                                 {"PYTORCH_NO_CUDA_MEMORY_CACHING", "1"},
+                                 {"TEST_API_TOKEN", "not to be recorded"},
+                             })));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const json header = read_json_lines(trace).front();
+  ASSERT_EQ(header["ev"], "header");
+  EXPECT_EQ(header["env"], (json{{"PYTORCH_CUDA_ALLOC_CONF", "expandable_segments:True,max_split_size_mb:128"},
+                                 {"PYTORCH_NO_CUDA_MEMORY_CACHING", "1"}}))
+      << header;
 }
 
 TEST_F(KnownSequence, JsonReportHasTheExactNumbers) {

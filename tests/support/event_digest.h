@@ -63,6 +63,7 @@ inline std::string event_digest(const analyzer::detail::ParseResult& r, const an
   add("start_unix_ns", to_string(e.start_unix_ns));
   add("pool", text(e.pool));
   add("config", e.config_json);
+  add("env", e.env_json);
   return out;
 }
 

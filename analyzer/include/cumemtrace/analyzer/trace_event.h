@@ -39,6 +39,16 @@ struct TraceHeader {
   std::uint64_t start_unix_ns = 0;
   std::string pool;         // "caching" or "passthrough"
   std::string config_json;  // the `config` object, minified; empty if absent
+  // The `env` object, minified (README.md, "Additions to the trace format"):
+  // the allocator variables set in the traced process. Empty if absent, or
+  // if the field was not an object (ignored: it is informational).
+  std::string env_json;
+
+  // One variable of `env`: its value if the header recorded it as a string,
+  // else nullopt (not set in the process, no `env`, or a value of another
+  // type, ignored). Parses env_json on each call: for the few questions a
+  // command asks once, not for a per-event loop.
+  std::optional<std::string> env(std::string_view name) const;
 };
 
 // The trace's `end` line, kept (owned) by the reader.
@@ -112,6 +122,7 @@ struct TraceEvent {
   std::uint64_t start_unix_ns = 0;
   std::string_view pool;
   std::string config_json;
+  std::string env_json;
   const TraceHeader* header = nullptr;
 
   // Back to defaults, keeping the vectors' capacity.

@@ -263,6 +263,7 @@ std::string digest(const ParseResult& r, const TraceEvent& e) {
   }
   add("argv", e.argv.size());
   add("config", e.config_json);
+  add("env", e.env_json);
   add("version", e.version);
   add("live_bytes", e.live_bytes);
   return out;
@@ -298,7 +299,8 @@ TEST(LineParser, BatchGivesExactlyWhatLineByLineGives) {
   // Lines of one kind in a row must not inherit each other's lists.
   const std::string stack_a = R"({"ev":"stack","id":1,"frames":[{"ip":"0x1","fn":"a"},{"ip":"0x2","fn":"b"}]})";
   const std::string stack_b = R"({"ev":"stack","id":2,"frames":[{"ip":"0x3","fn":"c"}]})";
-  const std::string header_a = R"({"ev":"header","format":"cumemtrace","version":1,"argv":["x","y"],"config":{"a":1}})";
+  const std::string header_a =
+      R"({"ev":"header","format":"cumemtrace","version":1,"argv":["x","y"],"config":{"a":1},"env":{"PYTORCH_ALLOC_CONF":"x"}})";
   const std::string header_b = R"({"ev":"header","format":"cumemtrace","version":1,"argv":["z"]})";
   cases.push_back({stack_a, stack_b, stack_a, good, stack_b});
   const std::string stack_py =

@@ -140,6 +140,73 @@ TEST(TraceReader, ReadsAValidTraceWithEveryFieldDecoded) {
   EXPECT_EQ(s.end->reason_text, "exit");
 }
 
+// A header line with `env` (README.md, "Additions to the trace format")
+// written in place of the last brace of testing::header_line().
+std::string header_with_env(const std::string& env_value) {
+  std::string header = testing::header_line();
+  header.pop_back();
+  return header + R"(,"env":)" + env_value + "}";
+}
+
+// Reads a trace whose header has `env_value` as its `env`, with one alloc and
+// its end after it: every line must be read, none bad.
+TraceHeader read_header_with_env(const std::string& env_value) {
+  TempDir tmp;
+  testing::write_file(tmp.path("t.jsonl"), testing::join_lines({header_with_env(env_value),
+                                                                 testing::alloc_line(1, "0x10", 8),
+                                                                 testing::end_line(2)}));
+  TraceReader reader(tmp.path("t.jsonl"));
+  const ReadAll all = read_all(reader);
+  EXPECT_EQ(all.kinds, (std::vector<Event>{Event::header, Event::alloc, Event::end})) << env_value;
+  EXPECT_EQ(reader.stats().bad_lines, 0u) << env_value;
+  EXPECT_EQ(reader.stats().unknown_fields, 0u) << "a field of the header: " << env_value;
+  return reader.header();
+}
+
+TEST(TraceReader, HeaderEnvIsKeptMinifiedAndAskedByName) {
+  const TraceHeader h = read_header_with_env(
+      R"({ "PYTORCH_CUDA_ALLOC_CONF" : "expandable_segments:True,max_split_size_mb:128", "PYTORCH_NO_CUDA_MEMORY_CACHING":"1" })");
+  EXPECT_EQ(h.env_json,
+            R"({"PYTORCH_CUDA_ALLOC_CONF":"expandable_segments:True,max_split_size_mb:128","PYTORCH_NO_CUDA_MEMORY_CACHING":"1"})");
+  EXPECT_EQ(h.env("PYTORCH_CUDA_ALLOC_CONF"), "expandable_segments:True,max_split_size_mb:128");
+  EXPECT_EQ(h.env("PYTORCH_NO_CUDA_MEMORY_CACHING"), "1");
+  EXPECT_EQ(h.env("PYTORCH_ALLOC_CONF"), std::nullopt) << "not set in the traced process";
+  EXPECT_EQ(h.config_json, R"({"max_split_size":null,"stacks":32})") << "config is unchanged by env";
+
+  // Escapes come back as the process had them.
+  const TraceHeader escaped = read_header_with_env(R"({"PYTORCH_ALLOC_CONF":"a\"b\\c\u00e9"})");
+  EXPECT_EQ(escaped.env("PYTORCH_ALLOC_CONF"), "a\"b\\c\xc3\xa9");
+}
+
+TEST(TraceReader, AHeaderWithoutEnvHasNone) {
+  TempDir tmp;
+  testing::write_file(tmp.path("t.jsonl"), kValidTrace);
+  TraceReader reader(tmp.path("t.jsonl"));
+  EXPECT_EQ(reader.header().env_json, "");
+  EXPECT_EQ(reader.header().env("PYTORCH_CUDA_ALLOC_CONF"), std::nullopt);
+}
+
+// `env` is informational: a writer's mistake in it is ignored, never a bad
+// header (which would make the whole trace unreadable).
+TEST(TraceReader, AMalformedHeaderEnvIsIgnoredAndTheTraceStaysReadable) {
+  for (const std::string bad : {R"("PYTORCH_CUDA_ALLOC_CONF=x")", R"(["PYTORCH_CUDA_ALLOC_CONF"])", "5", "true",
+                                "null", "{}"}) {
+    const TraceHeader h = read_header_with_env(bad);
+    EXPECT_EQ(h.env_json, bad == "{}" ? "{}" : "") << bad;
+    EXPECT_EQ(h.env("PYTORCH_CUDA_ALLOC_CONF"), std::nullopt) << bad;
+  }
+  // A value that is not a string is ignored on its own; the others stand.
+  const TraceHeader mixed = read_header_with_env(
+      R"({"PYTORCH_CUDA_ALLOC_CONF":5,"PYTORCH_ALLOC_CONF":{"a":"b"},"PYTORCH_NO_CUDA_MEMORY_CACHING":"1"})");
+  EXPECT_EQ(mixed.env("PYTORCH_CUDA_ALLOC_CONF"), std::nullopt);
+  EXPECT_EQ(mixed.env("PYTORCH_ALLOC_CONF"), std::nullopt);
+  EXPECT_EQ(mixed.env("PYTORCH_NO_CUDA_MEMORY_CACHING"), "1");
+  // A header built elsewhere may hold anything: no exception.
+  TraceHeader garbage;
+  garbage.env_json = "{not json";
+  EXPECT_EQ(garbage.env("PYTORCH_CUDA_ALLOC_CONF"), std::nullopt);
+}
+
 TEST(TraceReader, SkipsUnknownFieldsAndEventsSilentlyButCountsThem) {
   TempDir tmp;
   testing::write_file(tmp.path("t.jsonl"),

@@ -246,4 +246,39 @@ TEST(Config, EchoNamesThePoolAndItsPolicy) {
   EXPECT_EQ(nlohmann::json::parse(b2.view())["expandable_segments"], false);
 }
 
+// The header's `env` field: only PyTorch's allocator variables, verbatim, and
+// a valid line whatever bytes they hold.
+TEST(Config, HeaderEnvHoldsOnlyTheAllocatorVariablesThatAreSet) {
+  const std::map<std::string, std::string> env = {
+      {"PYTORCH_CUDA_ALLOC_CONF", "a\"b\\c"},
+      {"PYTORCH_ALLOC_CONF", "bad\xff\x01utf8"},
+      {"PYTORCH_NO_CUDA_MEMORY_CACHING", "1"},
+      {"AWS_SECRET_ACCESS_KEY", "never"},
+      {"PYTORCH_CUDA_ALLOC_CONF_X", "never"},
+  };
+  const auto lookup = [&](const char* name) -> const char* {
+    const auto it = env.find(name);
+    return it == env.end() ? nullptr : it->second.c_str();
+  };
+  cumemtrace::preload::LineBuffer b;
+  b.raw("{\"ev\":\"header\"");
+  cumemtrace::preload::append_header_env(b, lookup);
+  b.ch('}');
+  const auto j = nlohmann::json::parse(b.view());  // throws on an invalid line
+  ASSERT_TRUE(j["env"].is_object()) << b.view();
+  EXPECT_EQ(j["env"].size(), 3u) << b.view();
+  EXPECT_EQ(j["env"]["PYTORCH_CUDA_ALLOC_CONF"], "a\"b\\c");
+  EXPECT_EQ(j["env"]["PYTORCH_ALLOC_CONF"], "bad\xef\xbf\xbd\u0001utf8") << "U+FFFD for the bad byte";
+  EXPECT_EQ(j["env"]["PYTORCH_NO_CUDA_MEMORY_CACHING"], "1");
+
+  cumemtrace::preload::LineBuffer none;
+  cumemtrace::preload::append_header_env(none, [](const char*) -> const char* { return nullptr; });
+  EXPECT_EQ(none.view(), "") << "no `env` field when none is set";
+  cumemtrace::preload::LineBuffer one;
+  cumemtrace::preload::append_header_env(one, [](const char* name) -> const char* {
+    return std::string_view(name) == "PYTORCH_ALLOC_CONF" ? "" : nullptr;
+  });
+  EXPECT_EQ(one.view(), R"(,"env":{"PYTORCH_ALLOC_CONF":""})") << "set to empty is still set";
+}
+
 }  // namespace
