@@ -6,6 +6,7 @@
 
 #include <CLI/CLI.hpp>
 #include <map>
+#include <optional>
 #include <tuple>
 
 #include "commands.h"
@@ -29,7 +30,7 @@ using analyzer::TraceVerdict;
 struct LimitOption {
   const char* flag;
   Metric metric;
-  std::string CheckArgs::*value;
+  std::optional<std::string> CheckArgs::*value;
   const char* help;
 };
 
@@ -47,6 +48,9 @@ constexpr LimitOption kLimitOptions[] = {
     {"--max-fragmentation", Metric::fragmentation, &CheckArgs::max_fragmentation,
      "Highest allowed fragmentation when reserved memory peaked, 1 - allocated/reserved (0.25 or 25%)"},
     {"--max-ooms", Metric::ooms, &CheckArgs::max_ooms, "Most out-of-memory failures allowed (N)"},
+    {"--max-reserved-ratio", Metric::reserved_ratio, &CheckArgs::max_reserved_ratio,
+     "Highest allowed peak reserved / peak allocated, all devices together (R > 0: 1.25); a trace that allocated "
+     "nothing passes, its ratio undefined"},
 };
 
 // Checks every trace; prints a verdict per check on stdout and one line per
@@ -168,8 +172,8 @@ int check_command(const CheckArgs& args) {
   try {
     std::vector<Check> checks;
     for (const LimitOption& option : kLimitOptions) {
-      const std::string& value = args.*option.value;
-      if (!value.empty()) checks.push_back(analyzer::make_check(option.metric, Comparison::at_most, value, option.flag));
+      const std::optional<std::string>& value = args.*option.value;
+      if (value) checks.push_back(analyzer::make_check(option.metric, Comparison::at_most, *value, option.flag));
     }
     if (checks.empty()) {
       spdlog::error("check: no limit given (--max-peak-allocated, --max-leaked-bytes, ...; see check --help)");

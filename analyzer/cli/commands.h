@@ -32,14 +32,18 @@ struct ReportArgs {
   std::string output;  // empty: standard output
   bool symbolize = false;  // file:line (and missing names) from the frames' object files
   bool full_stacks = false;  // every frame as recorded, none folded (text and HTML)
+  // The allocator advice section (commands/advise.h): "auto" (a PyTorch or
+  // passthrough trace of up to kAutoAdviceAllocations allocations), "on", "off".
+  std::string advise = "auto";
 };
 CLI::App* add_report_command(CLI::App& app, ReportArgs& args);
 int report_command(const ReportArgs& args);
 
 struct CheckArgs {
   std::vector<std::string> traces;
-  std::string max_peak_allocated, max_peak_reserved, max_leaked_bytes, max_leaked_count, max_growth,
-      max_fragmentation, max_ooms;  // empty: no limit
+  // nullopt: no limit; an empty value is a bad limit, not none.
+  std::optional<std::string> max_peak_allocated, max_peak_reserved, max_leaked_bytes, max_leaked_count, max_growth,
+      max_fragmentation, max_ooms, max_reserved_ratio;
   std::string suppressions;
   std::string junit;
   bool symbolize = false;  // as report --symbolize: the failure lines name file:line
@@ -90,6 +94,15 @@ struct ReplayArgs {
 };
 CLI::App* add_replay_command(CLI::App& app, ReplayArgs& args);
 int replay_command(const ReplayArgs& args);
+struct AdviseArgs {
+  std::string trace;
+  std::optional<std::string> capacity;  // nullopt: the run's device ('' is a usage error)
+  std::string format = "text";
+  std::string output;
+  unsigned jobs = 0;
+};
+CLI::App* add_advise_command(CLI::App& app, AdviseArgs& args);
+int advise_command(const AdviseArgs& args);
 struct TimelineArgs {
   std::string trace;
   std::string format = "csv";

@@ -5,6 +5,7 @@
 #include <cctype>
 #include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <optional>
@@ -22,7 +23,8 @@ using Json = nlohmann::ordered_json;
 // A suppression line that names object files, not functions.
 constexpr std::string_view kModulePrefix = "module:";
 
-enum class ValueType : std::uint8_t { size, count, fraction };
+// ratio: a positive real number, not bounded by 1 (reserved / allocated).
+enum class ValueType : std::uint8_t { size, count, fraction, ratio };
 
 struct MetricInfo {
   Metric metric;
@@ -32,7 +34,7 @@ struct MetricInfo {
   ValueType type;
 };
 
-constexpr std::array<MetricInfo, 7> kMetrics{{
+constexpr std::array<MetricInfo, 8> kMetrics{{
     {Metric::peak_allocated, "peak_allocated", "peak", "peak allocated", ValueType::size},
     {Metric::peak_reserved, "peak_reserved", "reserved", "peak reserved", ValueType::size},
     {Metric::leaked_bytes, "leaked_bytes", "leaked", "leaked", ValueType::size},
@@ -40,6 +42,7 @@ constexpr std::array<MetricInfo, 7> kMetrics{{
     {Metric::growth, "growth_bytes_per_iteration", "growth", "growth per iteration", ValueType::size},
     {Metric::fragmentation, "fragmentation", "fragmentation", "fragmentation at peak reserved", ValueType::fraction},
     {Metric::ooms, "ooms", "oom", "out-of-memory failures", ValueType::count},
+    {Metric::reserved_ratio, "reserved_ratio", "reserved_ratio", "peak reserved / peak allocated", ValueType::ratio},
 }};
 
 const MetricInfo& info(Metric m) { return kMetrics[static_cast<std::size_t>(m)]; }
@@ -48,6 +51,20 @@ std::string_view trim(std::string_view s) {
   while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front()))) s.remove_prefix(1);
   while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.remove_suffix(1);
   return s;
+}
+
+std::string ratio_text(double value, int decimals) {
+  char text[80];  // a limit may have 38 digits before the point (units.cpp) and 17 after
+  std::snprintf(text, sizeof text, "%.*f", decimals, value);
+  return text;
+}
+
+// A ratio limit as the user wrote it: at least 3 decimals (1.250), more
+// where 3 would show another number (1.2345 stays 1.2345, not 1.234).
+int ratio_decimals(double limit) {
+  int decimals = 3;
+  while (decimals < 17 && std::strtod(ratio_text(limit, decimals).c_str(), nullptr) != limit) ++decimals;
+  return decimals;
 }
 
 std::string format_value(ValueType type, std::uint64_t value, double fraction) {
@@ -59,6 +76,7 @@ std::string format_value(ValueType type, std::uint64_t value, double fraction) {
       std::snprintf(text, sizeof text, "%.3f", fraction);
       return text;
     }
+    case ValueType::ratio: return ratio_text(fraction, ratio_decimals(fraction));
   }
   return {};
 }
@@ -107,6 +125,7 @@ std::optional<std::uint64_t> uint_at(const Json& j, std::string_view key) {
 
 struct Measured {
   bool available = false;
+  bool undefined = false;  // available, but without a value: passes, and says so
   std::uint64_t value = 0;
   double fraction = 0.0;
   bool suppressed_some = false;
@@ -216,6 +235,27 @@ Measured measure(const Json& report, Metric metric, const Suppressions& suppress
       m.fraction = at_peak->get<double>();
       return m;
     }
+    case Metric::reserved_ratio: {
+      const std::optional<std::uint64_t> allocated = uint_at(report, "peak_allocated");
+      const std::optional<std::uint64_t> reserved = uint_at(report, "peak_reserved");
+      if (!allocated || !reserved) return m;
+      m.available = true;
+      // Nothing allocated: no ratio to hold to a limit, and a trace that did
+      // nothing is no regression.
+      if (*allocated == 0) {
+        m.undefined = true;
+        return m;
+      }
+      // Allocations but no segment events: the trace does not record
+      // reserved memory (TRACE_FORMAT.md: passthrough mode writes a segment
+      // for each allocation), so 0 would pass any limit unchecked.
+      if (*reserved == 0) return Measured{};
+      // Both this and the limit are correctly rounded quotients of integers
+      // (below 2^53 in any real trace, for a limit of a few decimals), so a
+      // ratio equal to the limit compares equal and passes `<=`.
+      m.fraction = static_cast<double>(*reserved) / static_cast<double>(*allocated);
+      return m;
+    }
     case Metric::peak_allocated:
     case Metric::peak_reserved:
     case Metric::ooms:
@@ -270,6 +310,14 @@ Check make_check(Metric metric, Comparison comparison, std::string_view limit_te
       const std::optional<double> fraction = parse_fraction(limit_text);
       if (!fraction) throw bad("a fraction between 0 and 1 (0.25 or 25%)");
       check.fraction_limit = *fraction;
+      break;
+    }
+    case ValueType::ratio: {
+      // A plain decimal: "125%" would read as 1.25 to some and 125 to others.
+      const std::optional<double> ratio =
+          limit_text.find('%') == std::string_view::npos ? parse_percent(limit_text) : std::nullopt;
+      if (!ratio || !(*ratio > 0.0)) throw bad("a ratio greater than 0 (1.25)");
+      check.fraction_limit = *ratio;
       break;
     }
   }
@@ -431,9 +479,27 @@ std::vector<CheckResult> evaluate_checks(const Json& report, const std::vector<C
       results.push_back(std::move(r));
       continue;
     }
+    if (measured.undefined) {
+      r.status = CheckResult::Status::pass;
+      r.undefined = true;
+      r.message = std::string(m.label) + " undefined: nothing was allocated";
+      results.push_back(std::move(r));
+      continue;
+    }
     r.actual = format_value(m.type, measured.value, measured.fraction);
-    const bool ok = m.type == ValueType::fraction ? holds(check.comparison, measured.fraction, check.fraction_limit)
-                                                  : holds(check.comparison, measured.value, check.limit);
+    const bool ok = m.type == ValueType::fraction || m.type == ValueType::ratio
+                        ? holds(check.comparison, measured.fraction, check.fraction_limit)
+                        : holds(check.comparison, measured.value, check.limit);
+    if (m.type == ValueType::ratio) {
+      // As many decimals as the limit shows, and on a failure as many more
+      // as it takes not to print "1.400 > 1.400".
+      int decimals = ratio_decimals(check.fraction_limit);
+      r.actual = ratio_text(measured.fraction, decimals);
+      while (!ok && measured.fraction != check.fraction_limit &&
+             r.actual == ratio_text(check.fraction_limit, decimals) && decimals < 17) {
+        r.actual = ratio_text(measured.fraction, ++decimals);
+      }
+    }
     r.status = ok ? CheckResult::Status::pass : CheckResult::Status::fail;
     r.message = std::string(m.label) + " " + r.actual +
                 (measured.suppressed_some ? " (after suppressions)" : "") + " " +

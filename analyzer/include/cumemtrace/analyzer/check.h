@@ -34,6 +34,7 @@ enum class Metric : std::uint8_t {
   growth,          // growth_bytes_per_iteration (the largest unsuppressed entry of `growth`)
   fragmentation,   // fragmentation.at_peak_reserved
   ooms,            // ooms
+  reserved_ratio,  // peak_reserved / peak_allocated
 };
 
 enum class Comparison : std::uint8_t { at_most, below, equal };  // <=, <, ==
@@ -42,7 +43,7 @@ struct Check {
   Metric metric = Metric::peak_allocated;
   Comparison comparison = Comparison::at_most;
   std::uint64_t limit = 0;       // sizes and counts
-  double fraction_limit = 0.0;   // fragmentation
+  double fraction_limit = 0.0;   // fragmentation, reserved_ratio
 };
 
 // The metric's name in check lists ("peak_allocated"), and its words in
@@ -53,12 +54,14 @@ std::string_view metric_label(Metric m);
 std::string describe_check(const Check& check);
 
 // A check with the limit as written on a command line (a size, a count or
-// a fraction, as the metric wants). Throws CheckError naming the option.
+// a fraction or a ratio, as the metric wants). Throws CheckError naming the
+// option.
 Check make_check(Metric metric, Comparison comparison, std::string_view limit_text, std::string_view option);
 
 // "peak_allocated<=2GiB, leaked_bytes==0": comma-separated NAME OP VALUE,
 // OP one of <= < ==; names are report keys or the short aliases peak,
-// reserved, leaked, leaks, growth, fragmentation, ooms. Throws CheckError.
+// reserved, leaked, leaks, growth, fragmentation, ooms (reserved_ratio has
+// none). Throws CheckError.
 std::vector<Check> parse_check_list(std::string_view text);
 
 // Known leaks, by function name: one glob per line (`*` matches any run of
@@ -98,6 +101,9 @@ struct CheckResult {
   // "peak allocated 3.10 GiB > 2.00 GiB", "... <= ...", or
   // "growth per iteration not available in this trace".
   std::string message;
+  // A pass because the figure has no value here (reserved_ratio of a trace
+  // that allocated nothing: no division by zero); the message says so.
+  bool undefined = false;
   bool passed() const { return status == Status::pass; }
 };
 
@@ -107,7 +113,8 @@ std::vector<CheckResult> evaluate_checks(const nlohmann::ordered_json& report, c
 
 // JUnit XML: one <testsuite> per trace, one <testcase> per check, a
 // <failure> with the message for each check that did not pass, an <error>
-// for a trace that could not be read.
+// for a trace that could not be read; a pass whose figure is undefined
+// carries its message in <system-out>.
 struct TraceVerdict {
   std::string trace;
   std::string read_error;  // non-empty: the trace could not be read

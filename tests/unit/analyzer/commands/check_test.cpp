@@ -82,12 +82,32 @@ TEST(Check, ListsWithNamesAliasesAndComparisons) {
   EXPECT_EQ(error_of("peak=1GiB"), "--check: 'peak=1GiB': the comparison must be <=, < or ==");
   EXPECT_EQ(error_of("speed<=1"),
             "--check: unknown name 'speed' (known: peak_allocated, peak_reserved, leaked_bytes, leaked_count, "
-            "growth_bytes_per_iteration, fragmentation, ooms)");
+            "growth_bytes_per_iteration, fragmentation, ooms, reserved_ratio)");
   EXPECT_EQ(error_of("peak<=lots"),
             "--check peak_allocated: 'lots' is not a size (bytes, or with a unit: 512MiB, 2GiB, 1.5GB)");
   EXPECT_EQ(error_of("ooms<=1.5"), "--check ooms: '1.5' is not a count (a whole number)");
   EXPECT_EQ(error_of("fragmentation<=2"),
             "--check fragmentation: '2' is not a fraction between 0 and 1 (0.25 or 25%)");
+}
+
+TEST(Check, ReservedRatioLimitsArePositiveDecimals) {
+  const std::vector<Check> checks = parse_check_list("reserved_ratio<=1.25,reserved_ratio<2,reserved_ratio==1.2345");
+  ASSERT_EQ(checks.size(), 3u);
+  EXPECT_EQ(checks[0].metric, Metric::reserved_ratio);
+  EXPECT_EQ(checks[0].fraction_limit, 1.25);
+  EXPECT_EQ(describe_check(checks[0]), "reserved_ratio <= 1.250");
+  EXPECT_EQ(describe_check(checks[1]), "reserved_ratio < 2.000");
+  EXPECT_EQ(describe_check(checks[2]), "reserved_ratio == 1.2345") << "the limit as written, not rounded";
+  EXPECT_EQ(make_check(Metric::reserved_ratio, Comparison::at_most, " 0.5 ", "--max-reserved-ratio").fraction_limit,
+            0.5);
+  for (const char* bad : {"", " ", "0", "0.000", "-1", "-0.5", "x", "1.5x", "125%", "1e3", "nan", "inf", "."}) {
+    try {
+      make_check(Metric::reserved_ratio, Comparison::at_most, bad, "--max-reserved-ratio");
+      ADD_FAILURE() << "accepted '" << bad << "'";
+    } catch (const CheckError& e) {
+      EXPECT_EQ(e.what(), "--max-reserved-ratio: '" + std::string(bad) + "' is not a ratio greater than 0 (1.25)");
+    }
+  }
 }
 
 TEST(Check, GlobsAndSuppressionFiles) {
@@ -176,6 +196,49 @@ TEST(Check, VerdictsOnTheReportKeys) {
                                       "fail: out-of-memory failures 2 != 0"}));
 }
 
+// peak_reserved / peak_allocated, the figures `report` prints.
+Json peaks_report(std::uint64_t allocated, std::uint64_t reserved) {
+  Json report = full_report();
+  report["peak_allocated"] = allocated;
+  report["peak_reserved"] = reserved;
+  return report;
+}
+
+TEST(Check, ReservedRatioIsPeakReservedOverPeakAllocated) {
+  const Json ratio_1_5 = peaks_report(4096, 6144);
+  EXPECT_EQ(messages(evaluate_checks(ratio_1_5, parse_check_list("reserved_ratio<=1.4,reserved_ratio<=1.5,"
+                                                                 "reserved_ratio<1.5,reserved_ratio<=1.6"),
+                                     Suppressions{})),
+            (std::vector<std::string>{"fail: peak reserved / peak allocated 1.500 > 1.400",
+                                      // Equal holds, as it does for sizes and counts.
+                                      "pass: peak reserved / peak allocated 1.500 <= 1.500",
+                                      "fail: peak reserved / peak allocated 1.500 >= 1.500",
+                                      "pass: peak reserved / peak allocated 1.500 <= 1.600"}));
+  // Equal at the limit's own decimals, with quotients that are not exact in binary.
+  EXPECT_TRUE(evaluate_checks(peaks_report(5000, 6000), parse_check_list("reserved_ratio<=1.2"), {})[0].passed());
+  // Just over the limit: more decimals, never "1.400 > 1.400".
+  EXPECT_EQ(evaluate_checks(peaks_report(10000, 14001), parse_check_list("reserved_ratio<=1.4"), {})[0].message,
+            "peak reserved / peak allocated 1.4001 > 1.400");
+
+  // Nothing allocated: undefined, a pass that says why (no division by zero).
+  const std::vector<CheckResult> empty = evaluate_checks(peaks_report(0, 0), parse_check_list("reserved_ratio<=1"), {});
+  ASSERT_EQ(empty.size(), 1u);
+  EXPECT_EQ(empty[0].status, CheckResult::Status::pass);
+  EXPECT_TRUE(empty[0].undefined);
+  EXPECT_EQ(empty[0].message, "peak reserved / peak allocated undefined: nothing was allocated");
+  EXPECT_TRUE(evaluate_checks(peaks_report(0, 2 << 20), parse_check_list("reserved_ratio<=1"), {})[0].undefined);
+  EXPECT_FALSE(evaluate_checks(ratio_1_5, parse_check_list("reserved_ratio<=2"), {})[0].undefined);
+
+  // Allocations without any reserved memory: the trace has no segment
+  // events, and 0 would pass any limit; a report without the keys neither.
+  EXPECT_EQ(messages(evaluate_checks(peaks_report(4096, 0), parse_check_list("reserved_ratio<=1"), {})),
+            std::vector<std::string>{"n/a: peak reserved / peak allocated not available in this trace"});
+  Json no_reserved = full_report();
+  no_reserved.erase("peak_reserved");
+  EXPECT_EQ(evaluate_checks(no_reserved, parse_check_list("reserved_ratio<=9"), {})[0].status,
+            CheckResult::Status::unavailable);
+}
+
 TEST(Check, SuppressionsRemoveKnownLeaksAndGrowth) {
   const std::vector<Check> checks = parse_check_list("leaked<=4KiB,leaks<=1,growth<=1KiB");
   const Suppressions known = Suppressions::parse("warm_up_cache\nLogger::*\n");
@@ -240,6 +303,28 @@ TEST(Check, JUnitXmlEscapesEverythingFromTheTrace) {
             "  <testsuite name=\"gone.jsonl\" tests=\"1\" failures=\"0\" errors=\"1\">\n"
             "    <testcase classname=\"cumemtrace.check\" name=\"read trace\">\n"
             "      <error message=\"gone.jsonl: cannot open: No such file or directory\"/>\n"
+            "    </testcase>\n"
+            "  </testsuite>\n"
+            "</testsuites>\n");
+
+  // A pass without a value says why in the test's output; a failing ratio
+  // is a failure like any other.
+  Json nothing = full_report();
+  nothing["peak_allocated"] = 0;
+  TraceVerdict empty{"empty.jsonl", "", evaluate_checks(nothing, parse_check_list("reserved_ratio<=1.25"), {})};
+  TraceVerdict over{"over.jsonl", "", evaluate_checks(full_report(), parse_check_list("reserved_ratio<=1.25"), {})};
+  EXPECT_EQ(junit_xml({empty, over}),
+            "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
+            "<testsuites name=\"cumemtrace check\" tests=\"2\" failures=\"1\" errors=\"0\">\n"
+            "  <testsuite name=\"empty.jsonl\" tests=\"1\" failures=\"0\" errors=\"0\">\n"
+            "    <testcase classname=\"cumemtrace.check\" name=\"reserved_ratio &lt;= 1.250\">\n"
+            "      <system-out>peak reserved / peak allocated undefined: nothing was allocated</system-out>\n"
+            "    </testcase>\n"
+            "  </testsuite>\n"
+            "  <testsuite name=\"over.jsonl\" tests=\"1\" failures=\"1\" errors=\"0\">\n"
+            "    <testcase classname=\"cumemtrace.check\" name=\"reserved_ratio &lt;= 1.250\">\n"
+            "      <failure message=\"peak reserved / peak allocated 1.333 &gt; 1.250 (trace over.jsonl)\">"
+            "peak reserved / peak allocated 1.333 &gt; 1.250 (trace over.jsonl)</failure>\n"
             "    </testcase>\n"
             "  </testsuite>\n"
             "</testsuites>\n");
@@ -322,6 +407,7 @@ TEST(Check, CommandExitCodesMessagesAndJUnit) {
            {"check", tmp.path("t.jsonl"), "--max-peak-allocated", "2 gigs"},
            {"check", tmp.path("t.jsonl"), "--max-leaked-count", "-1"},
            {"check", tmp.path("t.jsonl"), "--max-fragmentation", "1.2"},
+           {"check", tmp.path("t.jsonl"), "--max-ooms", "1", "--max-peak-allocated", ""},  // not "no limit"
            {"check", tmp.path("t.jsonl"), "--max-ooms", "1", "--suppressions", tmp.path("none.supp")},
            {"check", tmp.path("missing.jsonl"), "--max-ooms", "1"},
        }) {
@@ -330,6 +416,52 @@ TEST(Check, CommandExitCodesMessagesAndJUnit) {
     EXPECT_EQ(r.err.rfind("cumemtrace: ", 0), 0u) << r.err;
     EXPECT_EQ(r.err.find('\n'), r.err.size() - 1) << r.err;
   }
+}
+
+// 4 KiB allocated at the peak out of 6 KiB reserved: a ratio of 1.5.
+std::string ratio_1_5_trace() {
+  return testing::join_lines({
+      testing::header_line(),
+      R"({"ev":"segment_alloc","t":1,"dev":0,"ptr":"0x1000","size":6144,"api":"cudaMalloc"})",
+      testing::alloc_line(2, "0x1000", 1024),
+      testing::alloc_line(3, "0x1400", 3072),
+      testing::free_line(4, "0x1400", 3072),
+      testing::end_line(5),
+  });
+}
+
+TEST(Check, CommandMaxReservedRatio) {
+  TempDir tmp;
+  const std::string trace = tmp.path("r.jsonl");
+  testing::write_file(trace, ratio_1_5_trace());
+  const CommandResult over = cli({"check", trace, "--max-reserved-ratio", "1.4"});
+  EXPECT_EQ(over.exit_code, 1) << over.err;
+  EXPECT_EQ(over.out, "check " + trace + "\n  FAIL  peak reserved / peak allocated 1.500 > 1.400\n");
+  EXPECT_EQ(over.err, "cumemtrace: check failed: peak reserved / peak allocated 1.500 > 1.400 (trace " + trace + ")\n");
+
+  const CommandResult at = cli({"check", trace, "--max-reserved-ratio", "1.5", "--junit", tmp.path("junit.xml")});
+  EXPECT_EQ(at.exit_code, 0) << at.err;
+  EXPECT_EQ(at.err, "");
+  EXPECT_EQ(at.out, "check " + trace + "\n  ok    peak reserved / peak allocated 1.500 <= 1.500\n");
+  EXPECT_NE(testing::read_file(tmp.path("junit.xml")).find("name=\"reserved_ratio &lt;= 1.500\"/>"), std::string::npos);
+
+  // Nothing allocated: passes, and says the ratio is undefined.
+  testing::write_file(tmp.path("empty.jsonl"), testing::join_lines({testing::header_line(), testing::end_line(1)}));
+  const CommandResult empty = cli({"check", tmp.path("empty.jsonl"), "--max-reserved-ratio", "1.25"});
+  EXPECT_EQ(empty.exit_code, 0) << empty.err;
+  EXPECT_EQ(empty.err, "");
+  EXPECT_EQ(empty.out, "check " + tmp.path("empty.jsonl") +
+                           "\n  ok    peak reserved / peak allocated undefined: nothing was allocated\n");
+
+  // A bad value: exit 2 and one line, before any trace is read.
+  for (const char* bad : {"", "x", "0", "-1.5", "150%"}) {
+    const CommandResult r = cli({"check", trace, "--max-reserved-ratio", bad});
+    EXPECT_EQ(r.exit_code, 2) << "'" << bad << "': " << r.err;
+    EXPECT_EQ(r.out, "");
+    EXPECT_EQ(r.err,
+              "cumemtrace: --max-reserved-ratio: '" + std::string(bad) + "' is not a ratio greater than 0 (1.25)\n");
+  }
+  EXPECT_NE(cli({"check", "--help"}).out.find("--max-reserved-ratio"), std::string::npos);
 }
 
 // `run --check` with a stand-in program that writes a trace where the
@@ -353,6 +485,17 @@ TEST(Check, RunChecksTheTracesTheProgramWrote) {
 
   const CommandResult pass = cli({"run", "-o", output, "--check", "peak_allocated<=1MiB", "--", "sh", "-c", write_traces}, env);
   EXPECT_EQ(pass.exit_code, 0) << pass.err;
+
+  // 8 KiB reserved for a 6 KiB peak: 1.333 in both traces.
+  const CommandResult ratio =
+      cli({"run", "-o", output, "--check", "reserved_ratio<=1.25", "--", "sh", "-c", write_traces}, env);
+  EXPECT_EQ(ratio.exit_code, 1) << ratio.err;
+  EXPECT_NE(
+      ratio.err.find("check failed: peak reserved / peak allocated 1.333 > 1.250 (trace " + tmp.path("run.child")),
+      std::string::npos)
+      << ratio.err;
+  EXPECT_EQ(
+      cli({"run", "-o", output, "--check", "reserved_ratio<=1.34", "--", "sh", "-c", write_traces}, env).exit_code, 0);
 
   // The program's own failure wins; the checks are still reported.
   const CommandResult program_failed =
