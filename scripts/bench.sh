@@ -361,6 +361,16 @@ if compgen -G "$snapshots/*.pickle" >/dev/null; then
     "$(printf '%.3fx / %.3fx, worst one (default) %sx' "$(calc 'd / t' d="$old" t="$theirs")" \
       "$(calc 'o / t' o="$ours" t="$theirs")" "$worst")" "" \
     "$B/bin/cumemtrace import-torch SNAPSHOT.pickle -o T.jsonl; $B/bin/pool_replay_harness --conf pytorch --conf $old_default --conf '' T.jsonl..."
+  # 7b. `advise` on the largest snapshot (issue 17: seconds, not minutes):
+  # every candidate setting, each replayed ~15 times, on all cores.
+  largest_pickle=$(ls -S "$snapshots"/*.pickle | head -1)
+  largest=$scratch/torch/$(basename "${largest_pickle%.pickle}").jsonl
+  advise_start=$(date +%s.%N)
+  "$cli" advise "$largest" >/dev/null 2>"$scratch/advise.err"
+  advise_s=$(calc 'e - s' e="$(date +%s.%N)" s="$advise_start")
+  table_row "advise: the largest snapshot ($(basename "$largest" .jsonl)), every setting replayed, $(nproc) cores" \
+    "" "$(printf '%.2f s' "$advise_s") ($(sed -n 's/^cumemtrace: //p' "$scratch/advise.err"))" "" "seconds, not minutes" \
+    "$B/bin/cumemtrace advise T.jsonl"
 else
   echo "bench: no PyTorch snapshots in $snapshots (set CUMEMTRACE_TORCH_SNAPSHOTS): no replay row" >&2
 fi

@@ -41,6 +41,8 @@ int main_checked(int argc, char** argv) {
   CLI::App* import_torch = add_import_torch_command(app, import_torch_args);
   ReplayArgs replay_args;
   CLI::App* replay = add_replay_command(app, replay_args);
+  AdviseArgs advise_args;
+  CLI::App* advise = add_advise_command(app, advise_args);
   TimelineArgs timeline_args;
   CLI::App* timeline = add_timeline_command(app, timeline_args);
   ExportArgs export_args;
@@ -59,6 +61,7 @@ int main_checked(int argc, char** argv) {
   if (diff->parsed()) return diff_command(diff_args);
   if (import_torch->parsed()) return import_torch_command(import_torch_args);
   if (replay->parsed()) return replay_command(replay_args);
+  if (advise->parsed()) return advise_command(advise_args);
   if (timeline->parsed()) return timeline_command(timeline_args);
   if (export_cli->parsed()) return export_command(export_args);
   return kExitUsage;

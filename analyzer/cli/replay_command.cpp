@@ -62,6 +62,8 @@ Json render_json(const ReplayTrace& trace, const std::string& conf, const pool::
   j["peak_allocated_blocks"] = r.peak_allocated_blocks;
   j["reserved_over_allocated"] = round4(ratio(r.peak_reserved, r.peak_allocated));
   j["ooms"] = r.ooms;
+  j["run_oom_requests"] = r.probes;           // the trace's own failures, tried again
+  j["run_oom_requests_failed"] = r.failed_probes;
   j["frees_of_failed"] = r.frees_of_failed;
   j["invalid_frees"] = r.invalid_frees;
   j["segments_allocated"] = r.upstream_allocs;
@@ -136,6 +138,9 @@ std::string render_text(const ReplayTrace& trace, const std::string& conf, const
   }
   out << "\n";
   out << "  out of memory:   " << r.ooms << (r.ooms == 1 ? " time" : " times") << "\n";
+  if (r.probes > 0) {
+    out << "  the run's failed requests: " << r.probes << " tried again, " << r.failed_probes << " not served\n";
+  }
   out << "  segments:        " << r.upstream_allocs << " obtained, " << r.upstream_frees << " given back, "
       << r.synchronizes << " synchronisations\n";
   out << "  fragmentation at the reserved peak: " << fragmentation_text(r.at_peak) << "\n";

@@ -15,6 +15,7 @@
 #include "cumemtrace/analyzer/report.h"
 #include "cumemtrace/analyzer/symbolizer.h"
 #include "cumemtrace/analyzer/trace_reader.h"
+#include "commands/advise.h"
 #include "exit_codes.h"
 #include "load_report.h"
 #include "output_file.h"
@@ -26,6 +27,29 @@ namespace {
 using analyzer::Analysis;
 using analyzer::TraceReader;
 using Json = nlohmann::ordered_json;
+
+// `--advise auto` replays a trace of up to this many allocations: a few
+// seconds at most on one core (each setting is replayed about 15 times).
+constexpr std::uint64_t kAutoAdviceAllocations = 200000;
+
+// The advice section, or nothing: for `auto`, a PyTorch trace (replayable or
+// not: a run of PyTorch's own allocator is told what to record instead) or a
+// passthrough trace a pool could change; for `on`, any trace.
+std::optional<analyzer::Advice> advice_for(const analyzer::ReplayTrace& trace, const std::string& mode,
+                                           std::string& skipped) {
+  using namespace analyzer;
+  if (mode == "off") return std::nullopt;
+  const bool torch = advice_flavor(trace) == AdviceFlavor::torch;
+  if (mode == "auto" && !torch && trace.pool_mode != "passthrough") return std::nullopt;
+  if (mode == "auto" && trace.allocs > kAutoAdviceAllocations) {
+    skipped = "Not replayed here: " + std::to_string(trace.allocs) + " allocations take a while; run `cumemtrace advise " +
+              trace.path + "` (or report --advise on).";
+    return std::nullopt;
+  }
+  Advice advice = advise(trace, AdviseOptions{});
+  if (mode == "auto" && advice.replayable == Replayable::empty) return std::nullopt;
+  return advice;
+}
 
 struct OneReport {
   Json json;
@@ -51,10 +75,13 @@ OneReport report_one(const std::string& path, const ReportArgs& args, bool with_
   if (args.symbolize) analysis.set_symbolizer(&symbolizer.emplace());
   std::optional<analyzer::TimelineCollector> timeline;  // the HTML page's charts
   if (format == "html") timeline.emplace(analyzer::html_timeline_options());
+  std::optional<analyzer::ReplayTraceBuilder> replay_trace;  // for the advice
+  if (args.advise != "off") replay_trace.emplace(path);
   std::uint64_t events = 0;
   while (const analyzer::TraceEvent* event = reader.next()) {
     analysis.consume(*event);
     if (timeline) timeline->consume(*event, analysis);
+    if (replay_trace) replay_trace->consume(*event);
     ++events;
   }
   if (symbolizer) log_symbolization(path, symbolizer->counts());
@@ -69,8 +96,24 @@ OneReport report_one(const std::string& path, const ReportArgs& args, bool with_
   OneReport report;
   analyzer::ReportOptions report_options;
   report_options.full_stacks = args.full_stacks;
-  if (want_json) report.json = analyzer::render_json_report(reader, analysis, report_options);
-  if (format == "text") report.text = analyzer::render_text_report(reader, analysis, report_options);
+  std::optional<analyzer::Advice> advice;
+  std::string advice_skipped;
+  if (replay_trace) {
+    const analyzer::ReplayTrace trace =
+        replay_trace->finish(reader, analysis.total().reserved.peak, analysis.total().allocated.peak);
+    replay_trace.reset();
+    advice = advice_for(trace, args.advise, advice_skipped);
+  }
+  if (want_json) {
+    report.json = analyzer::render_json_report(reader, analysis, report_options);
+    if (advice) report.json["advice"] = analyzer::advice_json(*advice);
+    else if (!advice_skipped.empty()) report.json["advice"] = Json{{"skipped", advice_skipped}};
+  }
+  if (format == "text") {
+    report.text = analyzer::render_text_report(reader, analysis, report_options);
+    if (advice) report.text += "\n" + analyzer::render_advice_text(*advice);
+    else if (!advice_skipped.empty()) report.text += "\nAllocator advice\n  " + advice_skipped + "\n";
+  }
   if (format == "html" && several) report.timeline = std::move(timeline);
   else if (format == "html") report.text = analyzer::render_html_report(report.json, *timeline, path, args.full_stacks);
   return report;
@@ -100,6 +143,11 @@ CLI::App* add_report_command(CLI::App& app, ReportArgs& args) {
   report->add_flag("--symbolize", args.symbolize,
                    "Name frames by file:line (and functions the trace left unnamed) from their object files' debug "
                    "information; files modified since the run are left as recorded");
+  report->add_option("--advise", args.advise,
+                     "The allocator advice section (cumemtrace advise): auto = for a PyTorch or passthrough trace of "
+                     "up to 200,000 allocations; on = always; off = never")
+      ->check(CLI::IsMember({"auto", "on", "off"}))
+      ->capture_default_str();
   report->add_flag("--full-stacks", args.full_stacks,
                    "Print every stack frame as recorded; by default the program's own frames (Python lines, native "
                    "code outside frameworks) are shown and runs of PyTorch, CPython, CUDA and C library frames folded");

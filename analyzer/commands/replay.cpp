@@ -7,9 +7,14 @@
 #include <memory>
 #include <unordered_map>
 
+#include <fnmatch.h>
+
+#include <nlohmann/json.hpp>
+
 #include "cumemtrace/analyzer/analysis.h"
 #include "cumemtrace/analyzer/trace_reader.h"
 #include "cumemtrace/analyzer/units.h"
+#include "cumemtrace/caching_allocators.h"
 #include "cumemtrace/pool/device_pool.h"
 #include "cumemtrace/pool/simulated_upstream.h"
 
@@ -44,24 +49,60 @@ bool in_device_pool(format::MemoryKind kind) {
 
 }  // namespace
 
-ReplayTrace load_replay_trace(const std::string& path) {
+namespace {
+
+// Which caching allocator's library a stack passes through (index + 1 into
+// kCachingAllocatorLibraries; 0 none), and whether it passes through PyTorch.
+struct StackOrigin {
+  std::uint8_t caching_allocator = 0;
+  bool torch = false;
+};
+
+StackOrigin origin_of(const std::vector<StackFrame>& frames) {
+  StackOrigin origin;
+  for (const StackFrame& f : frames) {
+    if (f.py) {
+      // torch/nn/modules/module.py and the like: Python code of PyTorch.
+      if (f.file.find("/torch/") != std::string_view::npos) origin.torch = true;
+      continue;
+    }
+    if (f.module.empty()) continue;
+    const std::string module(f.module);
+    if (module.find("/libtorch") != std::string::npos || module.find("/libc10") != std::string::npos) {
+      origin.torch = true;
+    }
+    if (origin.caching_allocator != 0) continue;
+    for (std::size_t i = 0; i < std::size(kCachingAllocatorLibraries); ++i) {
+      if (::fnmatch(std::string(kCachingAllocatorLibraries[i].pattern).c_str(), module.c_str(), 0) == 0) {
+        origin.caching_allocator = static_cast<std::uint8_t>(i + 1);
+        break;
+      }
+    }
+  }
+  return origin;
+}
+
+}  // namespace
+
+struct ReplayTraceBuilder::State {
   ReplayTrace trace;
-  trace.path = path;
-  TraceReader reader(path);
-  trace.pool_mode = reader.header().pool;
-  Analysis analysis;  // the trace's own figures
   SlotTable slots;
   std::vector<std::unordered_map<std::uint64_t, std::uint32_t>> live;  // per device: ptr -> slot
-  auto device_index = [&](int dev) -> std::uint16_t {
+  std::vector<std::uint64_t> last_stream;                               // per device
+  std::unordered_map<std::uint64_t, StackOrigin> stacks;                // stack id -> origin
+
+  std::uint16_t device_index(int dev) {
     for (std::size_t i = 0; i < trace.devices.size(); ++i) {
       if (trace.devices[i].dev == dev) return static_cast<std::uint16_t>(i);
     }
-    if (trace.devices.size() >= UINT16_MAX) throw TraceError(path + ": more than 65535 devices");
-    trace.devices.push_back({dev, 0});
+    if (trace.devices.size() >= UINT16_MAX) throw TraceError(trace.path + ": more than 65535 devices");
+    trace.devices.push_back({dev, 0, 0});
     live.emplace_back();
+    last_stream.push_back(0);
     return static_cast<std::uint16_t>(trace.devices.size() - 1);
-  };
-  auto free_slot = [&](std::uint16_t device, std::uint32_t slot, const TraceEvent& e) {
+  }
+
+  void free_slot(std::uint16_t device, std::uint32_t slot, const TraceEvent& e) {
     ReplayOp op;
     op.type = e.stream ? ReplayOp::Type::free_async : ReplayOp::Type::free;
     op.device = device;
@@ -69,57 +110,138 @@ ReplayTrace load_replay_trace(const std::string& path) {
     op.stream = e.stream.value_or(0);
     trace.ops.push_back(op);
     slots.give_back(slot);
-  };
+  }
 
-  while (const TraceEvent* e = reader.next()) {
-    analysis.consume(*e);
-    switch (e->ev) {
-      case format::Event::device: trace.devices[device_index(e->dev)].total = e->total; break;
-      case format::Event::alloc: {
-        if (!in_device_pool(e->memory_kind)) {
-          ++trace.skipped_kind;
-          break;
+  void header(const TraceHeader& h) {
+    ReplayOrigin& origin = trace.origin;
+    origin.argv = h.argv;
+    if (!h.config_json.empty()) {
+      const nlohmann::json config = nlohmann::json::parse(h.config_json, nullptr, false);
+      if (config.is_object() && config.value("source", std::string()) == "torch_snapshot") {
+        origin.torch_snapshot = true;
+        // PyTorch >= 2.1 snapshots keep the setting the run had
+        // (allocator_settings.PYTORCH_CUDA_ALLOC_CONF, "" for the defaults).
+        const auto settings = config.find("allocator_settings");
+        if (settings != config.end() && settings->is_object()) {
+          const auto conf = settings->find("PYTORCH_CUDA_ALLOC_CONF");
+          if (conf != settings->end() && conf->is_string()) {
+            origin.torch_alloc_conf = conf->get<std::string>();
+            origin.run_setting_known = true;
+          }
         }
-        const std::uint16_t device = device_index(e->dev);
-        auto& by_ptr = live[device];
-        if (const auto it = by_ptr.find(e->ptr); it != by_ptr.end()) {
-          // The free of the previous allocation here was lost (a dropped
-          // event); it must have happened before this alloc.
-          ++trace.lost_frees;
-          free_slot(device, it->second, *e);
-          by_ptr.erase(it);
-        }
-        ReplayOp op;
-        op.type = e->stream ? ReplayOp::Type::alloc_async : ReplayOp::Type::alloc;
-        op.device = device;
-        op.slot = slots.take();
-        op.size = e->size;
-        op.stream = e->stream.value_or(0);
-        trace.ops.push_back(op);
-        by_ptr.emplace(e->ptr, op.slot);
-        ++trace.allocs;
-        break;
       }
-      case format::Event::free: {
-        if (!in_device_pool(e->memory_kind)) {
-          ++trace.skipped_kind;
-          break;
-        }
-        const std::uint16_t device = device_index(e->dev);
-        auto& by_ptr = live[device];
-        const auto it = by_ptr.find(e->ptr);
-        if (it == by_ptr.end()) {
-          ++trace.unknown_frees;
-          break;
-        }
-        free_slot(device, it->second, *e);
-        by_ptr.erase(it);
-        ++trace.frees;
-        break;
+    }
+    // PyTorch 2.6+ reads PYTORCH_ALLOC_CONF, then the older name.
+    if (origin.torch_snapshot) return;
+    // A trace of ours: the preload records these variables when they are set.
+    origin.run_setting_known = true;
+    origin.torch_alloc_conf = h.env("PYTORCH_ALLOC_CONF").value_or(h.env("PYTORCH_CUDA_ALLOC_CONF").value_or(""));
+    // "forceUncachedAllocator": any value, even empty, turns the cache off.
+    origin.torch_uncached = h.env("PYTORCH_NO_CUDA_MEMORY_CACHING").has_value();
+  }
+
+  void alloc(const TraceEvent& e) {
+    if (!in_device_pool(e.memory_kind)) {
+      ++trace.skipped_kind;
+      return;
+    }
+    const std::uint16_t device = device_index(e.dev);
+    auto& by_ptr = live[device];
+    if (const auto it = by_ptr.find(e.ptr); it != by_ptr.end()) {
+      // The free of the previous allocation here was lost (a dropped
+      // event); it must have happened before this alloc.
+      ++trace.lost_frees;
+      free_slot(device, it->second, e);
+      by_ptr.erase(it);
+    }
+    ReplayOp op;
+    op.type = e.stream ? ReplayOp::Type::alloc_async : ReplayOp::Type::alloc;
+    op.device = device;
+    op.slot = slots.take();
+    op.size = e.size;
+    op.stream = e.stream.value_or(0);
+    if (e.stream) last_stream[device] = *e.stream;
+    trace.ops.push_back(op);
+    by_ptr.emplace(e.ptr, op.slot);
+    ++trace.allocs;
+
+    ReplayOrigin& origin = trace.origin;
+    constexpr std::uint64_t k2MiB = std::uint64_t{2} << 20;
+    if (e.size >= k2MiB && e.size % k2MiB == 0) ++origin.allocs_in_2mib_multiples;
+    if (e.stack == 0) return;
+    ++origin.allocs_with_stack;
+    const auto it = stacks.find(e.stack);
+    if (it == stacks.end()) return;
+    if (it->second.torch) origin.torch_frames = true;
+    if (it->second.caching_allocator != 0) {
+      ++origin.allocs_from_caching_allocator;
+      if (origin.caching_allocator.empty()) {
+        origin.caching_allocator = kCachingAllocatorLibraries[it->second.caching_allocator - 1].framework;
       }
-      default: break;
     }
   }
+
+  void free(const TraceEvent& e) {
+    if (!in_device_pool(e.memory_kind)) {
+      ++trace.skipped_kind;
+      return;
+    }
+    const std::uint16_t device = device_index(e.dev);
+    auto& by_ptr = live[device];
+    const auto it = by_ptr.find(e.ptr);
+    if (it == by_ptr.end()) {
+      ++trace.unknown_frees;
+      return;
+    }
+    free_slot(device, it->second, e);
+    by_ptr.erase(it);
+    ++trace.frees;
+  }
+
+  void oom(const TraceEvent& e) {
+    const std::uint16_t device = device_index(e.dev);
+    trace.ooms.push_back({e.t, e.dev, e.size});
+    ReplayDevice& d = trace.devices[device];
+    if (d.usable_at_oom == 0) d.usable_at_oom = e.reserved + e.device_free;
+    // The request as the run made it: on the stream its allocations used
+    // last (the event does not name one), freed again at once.
+    ReplayOp op;
+    op.type = ReplayOp::Type::probe;
+    op.device = device;
+    op.slot = slots.take();
+    op.size = e.size;
+    op.stream = last_stream[device];
+    trace.ops.push_back(op);
+    slots.give_back(op.slot);
+  }
+};
+
+ReplayTraceBuilder::ReplayTraceBuilder(std::string path) : state_(std::make_unique<State>()) {
+  state_->trace.path = std::move(path);
+}
+
+ReplayTraceBuilder::~ReplayTraceBuilder() = default;
+
+void ReplayTraceBuilder::consume(const TraceEvent& e) {
+  State& s = *state_;
+  switch (e.ev) {
+    case format::Event::header:
+      if (e.header) s.header(*e.header);
+      break;
+    case format::Event::device: s.trace.devices[s.device_index(e.dev)].total = e.total; break;
+    case format::Event::stack: s.stacks[e.id] = origin_of(e.frames); break;
+    case format::Event::alloc: s.alloc(e); break;
+    case format::Event::free: s.free(e); break;
+    case format::Event::oom: s.oom(e); break;
+    default: break;
+  }
+}
+
+ReplayTrace ReplayTraceBuilder::finish(const TraceReader& reader, std::uint64_t peak_reserved,
+                                       std::uint64_t peak_allocated) {
+  ReplayTrace& trace = state_->trace;
+  trace.pool_mode = reader.header().pool;
+  if (trace.origin.argv.empty()) trace.origin.argv = reader.header().argv;
   // Devices in ordinal order, whatever order the trace met them in.
   std::vector<std::uint16_t> order(trace.devices.size());
   for (std::size_t i = 0; i < order.size(); ++i) order[i] = static_cast<std::uint16_t>(i);
@@ -134,11 +256,22 @@ ReplayTrace load_replay_trace(const std::string& path) {
   trace.devices = std::move(sorted);
   for (ReplayOp& op : trace.ops) op.device = new_index[op.device];
 
-  trace.slots = slots.count();
-  trace.trace_peak_reserved = analysis.total().reserved.peak;
-  trace.trace_peak_allocated = analysis.total().allocated.peak;
+  trace.slots = state_->slots.count();
+  trace.trace_peak_reserved = peak_reserved;
+  trace.trace_peak_allocated = peak_allocated;
   trace.truncated = reader.stats().truncated;
-  return trace;
+  return std::move(trace);
+}
+
+ReplayTrace load_replay_trace(const std::string& path) {
+  TraceReader reader(path);
+  Analysis analysis;  // the trace's own figures
+  ReplayTraceBuilder builder(path);
+  while (const TraceEvent* e = reader.next()) {
+    analysis.consume(*e);
+    builder.consume(*e);
+  }
+  return builder.finish(reader, analysis.total().reserved.peak, analysis.total().allocated.peak);
 }
 
 namespace {
@@ -206,7 +339,10 @@ ReplayResult replay(const ReplayTrace& trace, const ReplayOptions& options) {
   result.devices.resize(n);
   for (std::size_t i = 0; i < n; ++i) {
     const ReplayDevice& d = trace.devices[i];
-    const std::size_t capacity = options.capacity.value_or(d.total > 0 ? d.total : kUnlimited);
+    std::size_t capacity = options.capacity.value_or(d.total > 0 ? d.total : kUnlimited);
+    if (i < options.device_capacities.size() && options.device_capacities[i] != 0) {
+      capacity = options.device_capacities[i];
+    }
     upstreams.push_back(std::make_unique<pool::SimulatedUpstream>(capacity));
     observers.push_back(std::make_unique<ReplayObserver>(reserved, i));
     pools.push_back(std::make_unique<pool::DevicePool>(*upstreams[i], options.config, d.dev, observers[i].get()));
@@ -224,16 +360,40 @@ ReplayResult replay(const ReplayTrace& trace, const ReplayOptions& options) {
   std::vector<std::size_t> allocated(n, 0), allocated_blocks(n, 0);
   std::size_t total_allocated = 0, total_blocks = 0;
 
+  const bool device_wide = options.device_wide;
+  const bool stream_ordered = options.stream_ordered && !device_wide;
   for (const ReplayOp& op : trace.ops) {
     pool::DevicePool& p = *pools[op.device];
     DeviceReplay& dr = result.devices[op.device];
     Live& live = slots[op.slot];
-    switch (op.type) {
+    ReplayOp::Type type = op.type;
+    std::uint64_t stream = op.stream;
+    if (device_wide && type == ReplayOp::Type::alloc_async) type = ReplayOp::Type::alloc;
+    if (device_wide && type == ReplayOp::Type::free_async) type = ReplayOp::Type::free;
+    if (stream_ordered && type == ReplayOp::Type::alloc) type = ReplayOp::Type::alloc_async, stream = 0;
+    if (stream_ordered && type == ReplayOp::Type::free) type = ReplayOp::Type::free_async, stream = 0;
+    switch (type) {
+      case ReplayOp::Type::probe: {
+        // Served or not, it leaves nothing live: the run never had it.
+        ++result.probes;
+        dr.peak_demand = std::max(dr.peak_demand, allocated[op.device] + op.size);
+        const pool::Allocation a = device_wide ? p.allocate(op.size) : p.allocate_async(op.size, stream);
+        if (!a.ok()) {
+          ++result.failed_probes;
+          ++dr.failed_probes;
+          break;
+        }
+        if (a.ptr != 0) {
+          const pool::FreeResult f = device_wide ? p.free(a.ptr) : p.free_async(a.ptr, stream);
+          if (f.status != pool::FreeStatus::ok) ++result.invalid_frees;
+        }
+        break;
+      }
       case ReplayOp::Type::alloc:
       case ReplayOp::Type::alloc_async: {
         reserved.total_peak_moved = false;
-        const pool::Allocation a = op.type == ReplayOp::Type::alloc ? p.allocate(op.size)
-                                                                      : p.allocate_async(op.size, op.stream);
+        const pool::Allocation a =
+            type == ReplayOp::Type::alloc ? p.allocate(op.size) : p.allocate_async(op.size, stream);
         ++result.allocs;
         if (!a.ok()) {
           live = Live{0, 0, 0, true};
@@ -247,6 +407,7 @@ ReplayResult replay(const ReplayTrace& trace, const ReplayOptions& options) {
         total_allocated += op.size;
         total_blocks += a.block;
         dr.peak_allocated = std::max(dr.peak_allocated, allocated[op.device]);
+        dr.peak_demand = std::max(dr.peak_demand, allocated[op.device]);
         dr.peak_allocated_blocks = std::max(dr.peak_allocated_blocks, allocated_blocks[op.device]);
         result.peak_allocated = std::max(result.peak_allocated, total_allocated);
         result.peak_allocated_blocks = std::max(result.peak_allocated_blocks, total_blocks);
@@ -262,7 +423,7 @@ ReplayResult replay(const ReplayTrace& trace, const ReplayOptions& options) {
         }
         if (live.ptr != 0) {  // a zero-byte allocation has no pointer to free
           const pool::FreeResult f =
-              op.type == ReplayOp::Type::free ? p.free(live.ptr) : p.free_async(live.ptr, op.stream);
+              type == ReplayOp::Type::free ? p.free(live.ptr) : p.free_async(live.ptr, stream);
           if (f.status != pool::FreeStatus::ok) ++result.invalid_frees;
         }
         allocated[op.device] -= live.size;
@@ -289,32 +450,40 @@ ReplayResult replay(const ReplayTrace& trace, const ReplayOptions& options) {
 }
 
 MinCapacity find_min_capacity(const ReplayTrace& trace, const pool::PoolConfig& config, std::size_t granularity) {
-  MinCapacity out;
   ReplayOptions options;
   options.config = config;
+  return find_min_capacity(trace, options, granularity);
+}
+
+MinCapacity find_min_capacity(const ReplayTrace& trace, const ReplayOptions& base, std::size_t granularity) {
+  MinCapacity out;
+  ReplayOptions options = base;
   options.capacity = kUnlimited;
+  options.device_capacities.clear();
   const ReplayResult unlimited = replay(trace, options);
   ++out.replays;
-  std::size_t peak_live = 0, peak_reserved = 0;
+  std::size_t peak_live = 0, peak_demand = 0, peak_reserved = 0;
   for (const DeviceReplay& d : unlimited.devices) {
     peak_live = std::max(peak_live, d.peak_allocated);
+    peak_demand = std::max(peak_demand, d.peak_demand);
     peak_reserved = std::max(peak_reserved, d.peak_reserved);
   }
   out.peak_live = peak_live;
-  if (unlimited.ooms > 0) return out;  // not even an unlimited device: nothing to search
-  if (peak_live == 0) {
+  out.peak_demand = peak_demand;
+  if (!served_everything(unlimited)) return out;  // not even an unlimited device: nothing to search
+  if (peak_demand == 0) {
     out.found = true;
     return out;
   }
   auto runs = [&](std::size_t capacity) {
     options.capacity = capacity;
     ++out.replays;
-    return replay(trace, options).ooms == 0;
+    return served_everything(replay(trace, options));
   };
   // Invariant: `low` fails, `high` runs. Below the peak of live bytes
   // nothing can run; the unlimited replay's peak usually runs (but policy
   // may depend on the capacity, so check, and widen if it does not).
-  std::size_t low = peak_live > granularity ? (peak_live - 1) / granularity * granularity : 0;
+  std::size_t low = peak_demand > granularity ? (peak_demand - 1) / granularity * granularity : 0;
   std::size_t high = (peak_reserved + granularity - 1) / granularity * granularity;
   high = std::max(high, low + granularity);
   for (int widen = 0; !runs(high); ++widen) {

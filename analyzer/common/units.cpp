@@ -160,4 +160,17 @@ std::optional<double> parse_percent(std::string_view text) {
   return static_cast<double>(number->digits) / static_cast<double>(power_of_ten(number->fraction_digits));
 }
 
+std::string shell_quote(const std::string& arg) {
+  if (!arg.empty() && arg.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+                                            "0123456789@%_-+=:,./") == std::string::npos) {
+    return arg;
+  }
+  std::string out = "'";
+  for (char c : arg) {
+    if (c == '\'') out += "'\\''";
+    else out += c;
+  }
+  return out + "'";
+}
+
 }  // namespace cumemtrace::analyzer

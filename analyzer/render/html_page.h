@@ -50,6 +50,7 @@ void render_ooms(std::string& out, const Json& report, const TimelineCollector& 
 void render_growth(std::string& out, const Json& report, bool full_stacks = false);
 void render_phases(std::string& out, const Json& report);
 void render_devices(std::string& out, const Json& report);
+void render_advice(std::string& out, const Json& report);
 void render_trace_health(std::string& out, const Json& report);
 
 // The segment maps' sites take the report's labels (over the whole trace),

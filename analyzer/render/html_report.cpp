@@ -55,7 +55,7 @@ constexpr std::string_view kStyle =
     "details>summary{cursor:pointer}ol.stack{margin:4px 0;padding-left:24px}.module{color:#57606a}"
     "ol.sentences>li{margin-bottom:10px}"
     "section.process{border-top:3px solid #1f2328;margin-top:36px;padding-top:4px}"
-    "td.swatchcell{width:14px}";
+    "td.swatchcell{width:14px}tr.chosen{font-weight:600;background:#dafbe1}";
 
 std::string bytes_and_exact(std::uint64_t bytes) {
   return bytes < 1024 ? format_bytes(bytes) : format_bytes(bytes) + " (" + std::to_string(bytes) + " bytes)";
@@ -472,6 +472,7 @@ void render_report_body(std::string& out, const Json& report, const TimelineColl
   render_ooms(out, report, timeline, full_stacks);
   render_leaks(out, report, full_stacks);
   render_growth(out, report, full_stacks);
+  render_advice(out, report);
   render_phases(out, report);
   render_devices(out, report);
   render_trace_health(out, report);

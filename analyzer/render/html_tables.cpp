@@ -422,6 +422,59 @@ void render_devices(std::string& out, const Json& report) {
   out += "</tbody></table></section>";
 }
 
+// `advice` (commands/advise.h, advice_json): the settings replayed, the one
+// to use and why; or why the trace could not be replayed.
+void render_advice(std::string& out, const Json& report) {
+  const Json* advice = member(report, "advice");
+  if (advice == nullptr || !advice->is_object()) return;
+  out += "<section id=\"advice\"><h2>Allocator advice</h2>";
+  if (const std::string skipped = text_member(*advice, "skipped"); !skipped.empty()) {
+    out += "<p class=\"absent\">";
+    append_html(out, skipped);
+    out += "</p></section>";
+    return;
+  }
+  if (text_member(*advice, "replayable") != "yes") {
+    out += "<p>Not replayed. ";
+    append_html(out, text_member(*advice, "why"));
+    out += "</p>";
+    if (const std::string instead = text_member(*advice, "instead"); !instead.empty()) {
+      out += "<p>Instead: ";
+      append_html(out, instead);
+      out += "</p>";
+    }
+    out += "</section>";
+    return;
+  }
+  if (const std::string recommendation = text_member(*advice, "recommendation"); !recommendation.empty()) {
+    out += "<p>Recommendation: <code>";
+    append_html(out, recommendation);
+    out += "</code></p>";
+  }
+  out += "<p>";
+  append_html(out, text_member(*advice, "explanation"));
+  out += "</p><table>";
+  header_row(out, {"setting", "peak reserved", "x allocated", "fails on device", "smallest device"});
+  const Json* rows = member(*advice, "candidates");
+  const std::optional<std::uint64_t> recommended = uint_member(*advice, "recommended");
+  std::uint64_t index = 0;
+  for (const Json& row : rows != nullptr && rows->is_array() ? *rows : Json::array()) {
+    out += recommended == index++ && text_member(*advice, "verdict") != "keep" ? "<tr class=\"chosen\">" : "<tr>";
+    cell(out, text_member(row, "setting"));
+    bytes_cell(out, uint_member(row, "peak_reserved"));
+    const Json* r = member(row, "reserved_over_allocated");
+    char factor[32] = "";
+    if (r != nullptr && r->is_number()) std::snprintf(factor, sizeof factor, "%.3fx", r->get<double>());
+    number_cell(out, factor);
+    count_cell(out, uint_member(row, "failures_on_device"));
+    bytes_cell(out, uint_member(row, "min_capacity"));
+    out += "</tr>";
+  }
+  out += "</tbody></table><p class=\"absent\">";
+  append_html(out, "Capacity: " + text_member(*advice, "capacity_source") + ".");
+  out += "</p></section>";
+}
+
 void render_trace_health(std::string& out, const Json& report) {
   out += "<section id=\"trace\"><h2>The trace</h2><table><tbody>";
   const auto row = [&](std::string_view label, const std::string& value) {

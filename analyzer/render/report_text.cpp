@@ -92,21 +92,6 @@ namespace {
 using detail::bytes_exact;
 using detail::plural;
 
-// Quotes an argument the way a shell would need it, so the command line
-// shown can be pasted back.
-std::string shell_quote(const std::string& arg) {
-  if (!arg.empty() && arg.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
-                                            "0123456789@%_-+=:,./") == std::string::npos) {
-    return arg;
-  }
-  std::string out = "'";
-  for (char c : arg) {
-    if (c == '\'') out += "'\\''";
-    else out += c;
-  }
-  return out + "'";
-}
-
 // What `import-torch` records in the header's config: the snapshot it read.
 std::string imported_from(const TraceHeader& h) {
   const nlohmann::json config = nlohmann::json::parse(h.config_json, nullptr, false);

@@ -4,6 +4,8 @@
 
 #include <string>
 
+#include "cumemtrace/caching_allocators.h"
+
 namespace cumemtrace::preload {
 
 namespace {
@@ -25,12 +27,16 @@ bool any_pattern(std::string_view list, Fn&& fn) {
 
 bool steps_aside_for(std::string_view setting, const char* library_path, bool torch_uncached) {
   if (setting == "off" || !library_path || !*library_path) return false;
-  const bool automatic = setting == "auto";
-  const std::string_view patterns = automatic ? kStepAsideAuto : setting;
-  return any_pattern(patterns, [&](std::string_view pattern) {
-    if (fnmatch(std::string(pattern).c_str(), library_path, 0) != 0) return false;
-    // PyTorch without its cache allocates per tensor: the pool is the cache.
-    return !(automatic && torch_uncached && pattern.find("libc10_cuda") != std::string_view::npos);
+  if (setting == "auto") {
+    for (const CachingAllocatorLibrary& library : kCachingAllocatorLibraries) {
+      // PyTorch without its cache allocates per tensor: the pool is the cache.
+      if (torch_uncached && library.framework == "PyTorch") continue;
+      if (fnmatch(std::string(library.pattern).c_str(), library_path, 0) == 0) return true;
+    }
+    return false;
+  }
+  return any_pattern(setting, [&](std::string_view pattern) {
+    return fnmatch(std::string(pattern).c_str(), library_path, 0) == 0;
   });
 }
 

@@ -9,21 +9,11 @@
 
 namespace cumemtrace::preload {
 
-// The built-in list, `auto`: where the caching allocators of the frameworks
-// people profile call cudaMalloc / cuMemAlloc from.
-//  - PyTorch: c10/cuda/CUDACachingAllocator.cpp, in libc10_cuda.so; not when
-//    PYTORCH_NO_CUDA_MEMORY_CACHING is set (PyTorch then allocates per
-//    tensor, "forceUncachedAllocator": any value), so that `cumemtrace run
-//    --torch-tensors` still makes our pool the cache.
-//  - CuPy's MemoryPool: its extension modules under cupy/ and cupy_backends/
-//    (CuPy ≥ 13 links the runtime statically into cupy_backends).
-//  - RMM's pool resources: librmm.so and the rmm/ Python package.
-//  - XLA's BFC allocator (JAX): xla_extension.so, jaxlib/.
-//  - TensorFlow's BFC allocator: libtensorflow_framework.so,
-//    _pywrap_tensorflow_internal.so.
-inline constexpr std::string_view kStepAsideAuto =
-    "*/libc10_cuda.so*,*/cupy/*,*/cupy_backends/*,*/librmm.so*,*/rmm/*,*/xla_extension.so*,*/jaxlib/*,"
-    "*/libtensorflow_framework.so*,*/_pywrap_tensorflow_internal.so*";
+// `auto` is the list of include/cumemtrace/caching_allocators.h, where
+// each framework's library is named; PyTorch's not when
+// PYTORCH_NO_CUDA_MEMORY_CACHING is set (PyTorch then allocates per tensor,
+// "forceUncachedAllocator": any value), so that `cumemtrace run
+// --torch-tensors` still makes our pool the cache.
 
 // Whether a request from `library_path` is left to the driver under
 // `setting` (auto, off, or patterns). `torch_uncached`: whether

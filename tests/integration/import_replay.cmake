@@ -17,7 +17,8 @@ target_compile_definitions(import_replay_integration_tests PRIVATE
   CUMEMTRACE_CLI="$<TARGET_FILE:cumemtrace>"
   CUMEMTRACE_APPS_DIR="${CMAKE_BINARY_DIR}/tests/apps"
   SIMCUDA_LIBRARY_DIR="${SIMCUDA_LIBRARY_DIR}"
-  CUMEMTRACE_TORCH_SNAPSHOTS="${CUMEMTRACE_TORCH_SNAPSHOTS}")
+  CUMEMTRACE_TORCH_SNAPSHOTS="${CUMEMTRACE_TORCH_SNAPSHOTS}"
+  CUMEMTRACE_ADVISE_GOLDEN_DIR="${CMAKE_CURRENT_SOURCE_DIR}/advise_golden")
 add_dependencies(import_replay_integration_tests cumemtrace cumemtrace_preload seeds_transformer
   varlen_workloads simcuda_runtime simcuda_driver)
 gtest_discover_tests(import_replay_integration_tests TEST_PREFIX "integration." DISCOVERY_TIMEOUT 60

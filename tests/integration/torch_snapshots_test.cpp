@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "commands/advise.h"
 #include "commands/replay.h"
 #include "cumemtrace/analyzer/analysis.h"
 #include "cumemtrace/analyzer/trace_reader.h"
@@ -68,6 +69,17 @@ std::uint64_t torch_style_peak_allocated(const std::string& trace_path) {
     }
   }
   return peak;
+}
+
+// NAME.pickle of `dir` as a trace in `scratch`; the path of the trace.
+std::string imported_trace(const fs::path& dir, const std::string& name, const cumemtrace::testing::TempDir& scratch) {
+  const fs::path pickle_path = dir / (name + ".pickle");
+  const pickle::Document doc = pickle::Document::load_file(pickle_path);
+  std::string text;
+  import_torch_snapshot(doc.root(), TorchImportOptions{pickle_path}, text);
+  const std::string trace = scratch / (name + ".jsonl");
+  cumemtrace::testing::write_file(trace, text);
+  return trace;
 }
 
 TEST(TorchSnapshots, PeaksMatchPyTorchsOwnFigures) {
@@ -133,13 +145,10 @@ TEST(TorchSnapshots, DefaultPoolReservesNoMoreThanPyTorchOnEachSnapshot) {
   cumemtrace::testing::TempDir scratch;
   for (const TorchFigures& expected : table) {
     SCOPED_TRACE(expected.name);
-    const fs::path pickle_path = dir / (expected.name + ".pickle");
-    const pickle::Document doc = pickle::Document::load_file(pickle_path);
-    std::string text;
-    import_torch_snapshot(doc.root(), TorchImportOptions{pickle_path}, text);
-    const std::string trace = scratch / (expected.name + ".jsonl");
-    cumemtrace::testing::write_file(trace, text);
-    const ReplayResult ours = replay(load_replay_trace(trace), ReplayOptions{conf.config, std::nullopt});
+    const std::string trace = imported_trace(dir, expected.name, scratch);
+    ReplayOptions options;
+    options.config = conf.config;
+    const ReplayResult ours = replay(load_replay_trace(trace), options);
     const double ours_mib = ours.peak_reserved / kMiB;
     std::printf("%-36s PyTorch %8.0f MiB, our pool (%s) %10.1f MiB, ratio %.4f\n", expected.name.c_str(),
                 expected.peak_reserved_mib, conf_text ? conf_text : "default settings", ours_mib,
@@ -147,6 +156,42 @@ TEST(TorchSnapshots, DefaultPoolReservesNoMoreThanPyTorchOnEachSnapshot) {
     RecordProperty(expected.name + "_reserved_over_pytorch", std::to_string(ours_mib / expected.peak_reserved_mib));
     EXPECT_EQ(ours.ooms, 0u);
     EXPECT_LE(ours_mib, expected.peak_reserved_mib + 0.5);
+  }
+}
+
+// `cumemtrace advise` on each snapshot, compared with advise_golden/NAME.text
+// (CUMEMTRACE_UPDATE_GOLDEN=1 writes them; read every change before
+// committing it). The baseline row replays PyTorch's policy with the run's
+// own setting: its peak is PyTorch's within 1% (the table rounds to the MiB;
+// the replay cannot know where the driver placed segments, and the seeded
+// start state has no cached free blocks).
+TEST(TorchSnapshots, AdviceIsStableAndItsBaselineIsPyTorchsPeak) {
+  const fs::path dir = CUMEMTRACE_TORCH_SNAPSHOTS;
+  if (!fs::exists(dir / "SOURCES.md")) {
+    GTEST_SKIP() << "no snapshots in " << dir << " (set -DCUMEMTRACE_TORCH_SNAPSHOTS=DIR)";
+  }
+  const std::vector<TorchFigures> table = read_sources_table(dir / "SOURCES.md");
+  ASSERT_FALSE(table.empty());
+  const fs::path golden = CUMEMTRACE_ADVISE_GOLDEN_DIR;
+  const bool update = std::getenv("CUMEMTRACE_UPDATE_GOLDEN") != nullptr;
+  cumemtrace::testing::TempDir scratch;
+  for (const TorchFigures& expected : table) {
+    SCOPED_TRACE(expected.name);
+    const ReplayTrace trace = load_replay_trace(imported_trace(dir, expected.name, scratch));
+    const Advice advice = advise(trace, AdviseOptions{});
+    ASSERT_EQ(advice.replayable, Replayable::yes) << advice.not_replayable;
+    ASSERT_FALSE(advice.outcomes.empty());
+    const CandidateOutcome& base = advice.outcomes.front();
+    // PyTorch's defaults: the run's where the snapshot says so (its
+    // allocator_settings), a stand-in where it is older and does not.
+    EXPECT_EQ(base.candidate.setting, "");
+    EXPECT_NEAR(base.peak_reserved_unlimited / kMiB, expected.peak_reserved_mib, expected.peak_reserved_mib * 0.01);
+
+    const std::string actual = render_advice_text(advice);
+    const fs::path expected_file = golden / (expected.name + ".text");
+    if (update) cumemtrace::testing::write_file(expected_file, actual);
+    ASSERT_TRUE(fs::exists(expected_file)) << expected_file << " (CUMEMTRACE_UPDATE_GOLDEN=1 writes it)";
+    EXPECT_EQ(actual, cumemtrace::testing::read_file(expected_file));
   }
 }
 

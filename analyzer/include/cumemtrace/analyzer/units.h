@@ -14,6 +14,11 @@ std::string format_bytes(std::uint64_t bytes);
 // "0x7f3a00200000"
 std::string format_hex(std::uint64_t value);
 
+// An argument quoted the way a POSIX shell needs it, so that a command line
+// shown can be pasted back: as it is when it has only safe characters, else
+// in single quotes ("it's" -> 'it'\''s').
+std::string shell_quote(const std::string& arg);
+
 // Nanoseconds since the trace started, as seconds: "1.234567 s".
 std::string format_seconds(std::uint64_t ns);
 

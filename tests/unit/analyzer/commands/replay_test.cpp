@@ -14,62 +14,13 @@
 #include "analyzer_test_support.h"
 #include "cumemtrace/analyzer/trace_reader.h"
 #include "commands/replay.h"
+#include "commands/trace_text.h"
 
 namespace cumemtrace::analyzer {
 namespace {
 
 using namespace cumemtrace::analyzer::testing;
 constexpr std::size_t KiB = 1024, MiB = 1024 * 1024;
-
-std::string hex(std::uint64_t v) {
-  char text[24];
-  std::snprintf(text, sizeof text, "0x%llx", static_cast<unsigned long long>(v));
-  return text;
-}
-
-// Trace lines, built with a running clock.
-class TraceText {
- public:
-  TraceText() { lines_.push_back(header_line()); }
-  TraceText& device(int dev, std::uint64_t total) {
-    lines_.push_back(R"({"ev":"device","t":)" + tick() + R"(,"dev":)" + std::to_string(dev) +
-                     R"(,"name":"sim","total":)" + std::to_string(total) + "}");
-    return *this;
-  }
-  TraceText& alloc(std::uint64_t ptr, std::uint64_t size, int dev = 0, std::optional<std::uint64_t> stream = {},
-                   const char* kind = "device") {
-    lines_.push_back(op("alloc", ptr, size, dev, stream, kind));
-    return *this;
-  }
-  TraceText& free(std::uint64_t ptr, std::uint64_t size, int dev = 0, std::optional<std::uint64_t> stream = {},
-                  const char* kind = "device") {
-    lines_.push_back(op("free", ptr, size, dev, stream, kind));
-    return *this;
-  }
-  TraceText& segment(std::uint64_t ptr, std::uint64_t size) {
-    lines_.push_back(R"({"ev":"segment_alloc","t":)" + tick() + R"(,"dev":0,"ptr":")" + hex(ptr) +
-                     R"(","size":)" + std::to_string(size) + R"(,"api":"cudaMalloc"})");
-    return *this;
-  }
-  // Writes the trace and loads it for replay.
-  ReplayTrace load(const TempDir& dir) {
-    write_file(dir / "t.jsonl", join_lines(lines_) + end_line(t_ + 1) + "\n");
-    return load_replay_trace(dir / "t.jsonl");
-  }
-
- private:
-  std::string tick() { return std::to_string(++t_); }
-  std::string op(const char* ev, std::uint64_t ptr, std::uint64_t size, int dev, std::optional<std::uint64_t> stream,
-                 const char* kind) {
-    std::string line = R"({"ev":")" + std::string(ev) + R"(","t":)" + tick() +
-                       R"(,"tid":1,"api":"x","kind":")" + kind + R"(","dev":)" + std::to_string(dev) +
-                       R"(,"ptr":")" + hex(ptr) + R"(","size":)" + std::to_string(size) + R"(,"stack":0)";
-    if (stream) line += R"(,"stream":")" + hex(*stream) + R"(")";
-    return line + "}";
-  }
-  std::vector<std::string> lines_;
-  std::uint64_t t_ = 0;
-};
 
 ReplayOptions pytorch(std::optional<std::size_t> capacity = {}) {
   ReplayOptions o;

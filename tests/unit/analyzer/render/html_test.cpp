@@ -103,6 +103,16 @@ Json full_fixture() {
                        {"stack", 4}, {"functions", {"<script>alert(1)</script>"}}, {"frames", frames},
                        {"sentence", "needed 2.00 GiB; 1.00 GiB cached but the largest free block was 512 MiB: fragmentation <try it>"}}}},
       {"error_events", {{"double_free", 1}, {"unknown_pointer", 1}}},
+      {"advice", {{"replayable", "yes"}, {"verdict", "avoid_oom"}, {"capacity_source", "the device's <total>"},
+                  {"candidates", {{{"setting", "PyTorch defaults, as run"}, {"peak_reserved", 734003200},
+                                   {"reserved_over_allocated", 1.5556}, {"failures_on_device", 1},
+                                   {"min_capacity", 734003200}},
+                                  {{"setting", "expandable_segments:True <x>"}, {"peak_reserved", 524288000},
+                                   {"reserved_over_allocated", 1.1111}, {"failures_on_device", 0},
+                                   {"min_capacity", 471859200}}}},
+                  {"recommended", 1},
+                  {"recommendation", "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True python3 'a<b>.py'"},
+                  {"explanation", "It avoids the out-of-memory failure <here>."}}},
   };
 }
 
@@ -139,6 +149,15 @@ TEST(HtmlPage, RendersEveryKeyOfTheReport) {
                              "512 MiB: fragmentation &lt;try it&gt;</p>"));
   EXPECT_TRUE(contains(page, "<td>&lt;GPU&gt;</td>"));
   EXPECT_TRUE(contains(page, "line 5: invalid JSON &lt;here&gt;"));
+  // The advice: the line to paste, the table with the chosen row marked.
+  EXPECT_TRUE(contains(page, "<section id=\"advice\"><h2>Allocator advice</h2>"));
+  EXPECT_TRUE(contains(page, "Recommendation: <code>PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True python3 "
+                             "&#39;a&lt;b&gt;.py&#39;</code>"));
+  EXPECT_TRUE(contains(page, "<tr class=\"chosen\"><td>expandable_segments:True &lt;x&gt;</td><td class=\"num\">"
+                             "500.00 MiB</td><td class=\"num\">1.111x</td><td class=\"num\">0</td>"));
+  EXPECT_TRUE(contains(page, "<tr><td>PyTorch defaults, as run</td>"));
+  EXPECT_TRUE(contains(page, "It avoids the out-of-memory failure &lt;here&gt;."));
+  EXPECT_TRUE(contains(page, "Capacity: the device&#39;s &lt;total&gt;."));
   EXPECT_TRUE(contains(page, "host <code>h&amp;st</code>"));
   EXPECT_TRUE(contains(page, "<title>cumemtrace: run&lt;/title&gt;.jsonl</title>"));
   // Nothing from the fixture escaped its text.
