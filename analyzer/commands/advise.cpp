@@ -158,7 +158,15 @@ void decide(const ReplayTrace& trace, Advice& advice) {
     return own ? own : ours;
   };
 
-  if (capacity_known && (failed_in_run || *base.failures_on_device > 0)) {
+  if (capacity_known && failed_in_run && *base.failures_on_device == 0) {
+    // Nothing to avoid in the replay: say so, and advise as for a run that
+    // did not fail.
+    if (!advice.caveat.empty()) advice.caveat += " ";
+    advice.caveat += "The run failed for lack of memory, but its replay with " + candidate_label(base.candidate) +
+                    " on the same capacity does not: the device held memory this trace does not show (another "
+                    "process, or allocations made before the trace began).";
+  }
+  if (capacity_known && *base.failures_on_device > 0) {
     // A failure is fixed most simply where the program already runs: any
     // setting of its own allocator that avoids it comes first.
     const auto avoider = pick([](const CandidateOutcome& o) { return o.failures_on_device == 0u; }, kUnlimited);

@@ -88,10 +88,6 @@ std::string verdict_text(const Advice& a) {
       std::string text = "It avoids the out-of-memory failure: on the same " + capacity_text(a) +
                          " it serves every request" + failed + " (peak reserved " + format_bytes(r.peak_reserved) +
                          ", " + fixed(ratio(r.peak_reserved, r.peak_allocated), 3) + "x peak allocated).";
-      if (base.failures_on_device == 0u) {
-        text += " (The replay of " + base_label + " did not fail there either: the run's device held memory "
-                "this trace does not show.)";
-      }
       return text;
     }
     case Advice::Verdict::needs_capacity: {

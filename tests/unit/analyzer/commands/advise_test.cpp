@@ -89,6 +89,23 @@ TEST(Advise, ExpandableSegmentsAvoidAFragmentationFailure) {
   EXPECT_EQ(j["recommendation"], "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True python3 train.py");
 }
 
+// The run failed, but with 100 MiB live, 50 MiB asked for and 600 MiB
+// usable, its replay does not: the advice says the trace does not show why
+// and advises as for a run that did not fail.
+TEST(Advise, AFailureTheReplayDoesNotReproduceIsSaidSo) {
+  TempDir dir;
+  TraceText t(header_with(R"({"PYTORCH_NO_CUDA_MEMORY_CACHING":"1"})"));
+  t.alloc(0x10000000, 100 * MiB);
+  t.oom(50 * MiB, 100 * MiB, 500 * MiB);
+  const Advice a = advise(t.load(dir), AdviseOptions{});
+  EXPECT_EQ(a.outcomes.front().failures_on_device, 0u);
+  EXPECT_NE(a.caveat.find("The run failed for lack of memory, but its replay with PyTorch defaults, as run on the "
+                          "same capacity does not"),
+            std::string::npos)
+      << a.caveat;
+  EXPECT_TRUE(a.verdict == Advice::Verdict::keep || a.verdict == Advice::Verdict::save);
+}
+
 // 400 MiB live and 300 MiB more asked for, on 600 MiB: no allocator can.
 TEST(Advise, ACapacityFailureSaysHowMuchLargerTheDeviceMustBe) {
   TempDir dir;
