@@ -77,6 +77,7 @@ OneReport report_one(const std::string& path, const ReportArgs& args, bool with_
   if (format == "html") timeline.emplace(analyzer::html_timeline_options());
   std::optional<analyzer::ReplayTraceBuilder> replay_trace;  // for the advice
   if (args.advise != "off") replay_trace.emplace(path);
+  if (replay_trace && args.advise == "auto") replay_trace->set_allocation_limit(kAutoAdviceAllocations);
   std::uint64_t events = 0;
   while (const analyzer::TraceEvent* event = reader.next()) {
     analysis.consume(*event);

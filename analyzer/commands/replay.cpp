@@ -67,6 +67,13 @@ StackOrigin origin_of(const std::vector<StackFrame>& frames) {
       continue;
     }
     if (f.module.empty()) continue;
+    // Most frames name neither: a substring test first, fnmatch only where
+    // one of the libraries' names occurs.
+    constexpr std::string_view kHints[] = {"torch", "c10", "cupy", "rmm", "xla", "jax", "tensorflow"};
+    if (std::none_of(std::begin(kHints), std::end(kHints),
+                     [&](std::string_view hint) { return f.module.find(hint) != std::string_view::npos; })) {
+      continue;
+    }
     const std::string module(f.module);
     if (module.find("/libtorch") != std::string::npos || module.find("/libc10") != std::string::npos) {
       origin.torch = true;
@@ -140,9 +147,19 @@ struct ReplayTraceBuilder::State {
     origin.torch_uncached = h.env("PYTORCH_NO_CUDA_MEMORY_CACHING").has_value();
   }
 
+  // Past `limit` allocations only the count goes on (what was built is
+  // dropped): `report` replays small traces only, and need not hold a large
+  // one's operations.
+  std::uint64_t limit = UINT64_MAX;
+  bool over_limit = false;
+
   void alloc(const TraceEvent& e) {
     if (!in_device_pool(e.memory_kind)) {
       ++trace.skipped_kind;
+      return;
+    }
+    if (over_limit) {
+      ++trace.allocs;
       return;
     }
     const std::uint16_t device = device_index(e.dev);
@@ -163,7 +180,12 @@ struct ReplayTraceBuilder::State {
     if (e.stream) last_stream[device] = *e.stream;
     trace.ops.push_back(op);
     by_ptr.emplace(e.ptr, op.slot);
-    ++trace.allocs;
+    if (++trace.allocs > limit) {
+      over_limit = true;
+      trace.ops = {};
+      live.assign(live.size(), {});
+      slots = SlotTable{};
+    }
 
     ReplayOrigin& origin = trace.origin;
     constexpr std::uint64_t k2MiB = std::uint64_t{2} << 20;
@@ -186,6 +208,7 @@ struct ReplayTraceBuilder::State {
       ++trace.skipped_kind;
       return;
     }
+    if (over_limit) return;
     const std::uint16_t device = device_index(e.dev);
     auto& by_ptr = live[device];
     const auto it = by_ptr.find(e.ptr);
@@ -199,6 +222,7 @@ struct ReplayTraceBuilder::State {
   }
 
   void oom(const TraceEvent& e) {
+    if (over_limit) return;
     const std::uint16_t device = device_index(e.dev);
     trace.ooms.push_back({e.t, e.dev, e.size});
     ReplayDevice& d = trace.devices[device];
@@ -221,6 +245,10 @@ ReplayTraceBuilder::ReplayTraceBuilder(std::string path) : state_(std::make_uniq
 }
 
 ReplayTraceBuilder::~ReplayTraceBuilder() = default;
+
+void ReplayTraceBuilder::set_allocation_limit(std::uint64_t allocations) { state_->limit = allocations; }
+
+bool ReplayTraceBuilder::over_limit() const { return state_->over_limit; }
 
 void ReplayTraceBuilder::consume(const TraceEvent& e) {
   State& s = *state_;

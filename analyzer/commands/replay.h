@@ -113,6 +113,10 @@ class ReplayTraceBuilder {
   explicit ReplayTraceBuilder(std::string path);
   ~ReplayTraceBuilder();
   void consume(const TraceEvent& event);
+  // Past this many allocations, keep only their count (ReplayTrace::allocs)
+  // and the trace's origin: no operations to replay.
+  void set_allocation_limit(std::uint64_t allocations);
+  bool over_limit() const;
   // `reader`: the trace's header and whether it was cut short. The trace's
   // own peaks come from `peak_reserved` / `peak_allocated`.
   ReplayTrace finish(const TraceReader& reader, std::uint64_t peak_reserved, std::uint64_t peak_allocated);

@@ -189,6 +189,29 @@ TEST(Replay, ParsesSizesAndPoolSettings) {
   EXPECT_FALSE(parse_replay_pool_conf("no_such_key:1").ok());
 }
 
+// `report` builds its replay in its own pass, up to a limit: past it only
+// the count of allocations goes on, and nothing is left to replay.
+TEST(Replay, TheBuilderKeepsOnlyTheCountPastItsLimit) {
+  TempDir dir;
+  TraceText t;
+  for (std::uint64_t i = 0; i < 5; ++i) t.alloc(0x10000 * (i + 1), 4096).free(0x10000 * (i + 1), 4096);
+  write_file(dir / "t.jsonl", t.text());
+  auto build = [&](std::uint64_t limit) {
+    TraceReader reader(dir / "t.jsonl");
+    ReplayTraceBuilder builder(dir / "t.jsonl");
+    builder.set_allocation_limit(limit);
+    while (const TraceEvent* e = reader.next()) builder.consume(*e);
+    EXPECT_EQ(builder.over_limit(), limit < 5);
+    return builder.finish(reader, 0, 0);
+  };
+  const ReplayTrace whole = build(5);
+  EXPECT_EQ(whole.allocs, 5u);
+  EXPECT_EQ(whole.ops.size(), 10u);
+  const ReplayTrace cut = build(3);
+  EXPECT_EQ(cut.allocs, 5u);
+  EXPECT_TRUE(cut.ops.empty());
+}
+
 TEST(ReplayCli, BadArgumentsAreUsageErrors) {
   TempDir dir;
   TraceText().alloc(0x1000, 4096).load(dir);
