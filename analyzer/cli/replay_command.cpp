@@ -24,12 +24,10 @@ using analyzer::DeviceReplay;
 using analyzer::MinCapacity;
 using analyzer::ReplayResult;
 using analyzer::ReplayTrace;
+using analyzer::format_fixed;
+using analyzer::ratio_of;
+using analyzer::round4;
 using Json = nlohmann::ordered_json;
-
-double ratio(std::size_t a, std::size_t b) { return b == 0 ? 0.0 : static_cast<double>(a) / static_cast<double>(b); }
-
-// Ratios rounded to 4 decimals, so the JSON is stable across platforms.
-double round4(double x) { return static_cast<double>(static_cast<long long>(x * 10000.0 + 0.5)) / 10000.0; }
 
 Json capacity_json(std::size_t capacity) { return capacity == pool::kUnlimited ? Json(nullptr) : Json(capacity); }
 
@@ -60,7 +58,7 @@ Json render_json(const ReplayTrace& trace, const std::string& conf, const pool::
   j["peak_reserved"] = r.peak_reserved;
   j["peak_allocated"] = r.peak_allocated;
   j["peak_allocated_blocks"] = r.peak_allocated_blocks;
-  j["reserved_over_allocated"] = round4(ratio(r.peak_reserved, r.peak_allocated));
+  j["reserved_over_allocated"] = round4(ratio_of(r.peak_reserved, r.peak_allocated));
   j["ooms"] = r.ooms;
   j["run_oom_requests"] = r.probes;           // the trace's own failures, tried again
   j["run_oom_requests_failed"] = r.failed_probes;
@@ -72,7 +70,7 @@ Json render_json(const ReplayTrace& trace, const std::string& conf, const pool::
   j["fragmentation_at_peak"] = fragmentation_json(r.at_peak);
   j["fragmentation_at_end"] = fragmentation_json(r.at_end);
   j["min_capacity"] = m.found ? Json(m.capacity) : Json(nullptr);
-  j["min_capacity_over_peak_live"] = m.found ? Json(round4(ratio(m.capacity, m.peak_live))) : Json(nullptr);
+  j["min_capacity_over_peak_live"] = m.found ? Json(round4(ratio_of(m.capacity, m.peak_live))) : Json(nullptr);
   j["min_capacity_peak_live"] = m.peak_live;
   j["min_capacity_replays"] = m.replays;
   Json devices = Json::array();
@@ -95,12 +93,6 @@ Json render_json(const ReplayTrace& trace, const std::string& conf, const pool::
 std::string percent(double x) {
   char text[32];
   std::snprintf(text, sizeof text, "%.2f%%", 100.0 * x);
-  return text;
-}
-
-std::string fixed(double x, int decimals) {
-  char text[32];
-  std::snprintf(text, sizeof text, "%.*f", decimals, x);
   return text;
 }
 
@@ -131,10 +123,10 @@ std::string render_text(const ReplayTrace& trace, const std::string& conf, const
   out << "  peak reserved:   " << format_bytes(r.peak_reserved) << " (" << r.peak_reserved << " bytes)\n";
   out << "  peak allocated:  " << format_bytes(r.peak_allocated) << " requested, "
       << format_bytes(r.peak_allocated_blocks) << " in blocks\n";
-  out << "  reserved / allocated: " << fixed(ratio(r.peak_reserved, r.peak_allocated), 4);
+  out << "  reserved / allocated: " << format_fixed(ratio_of(r.peak_reserved, r.peak_allocated), 4);
   if (trace.trace_peak_reserved > 0) {
-    out << "   (recorded allocator: " << fixed(ratio(trace.trace_peak_reserved, trace.trace_peak_allocated), 4)
-        << "; ours / recorded reserved: " << fixed(ratio(r.peak_reserved, trace.trace_peak_reserved), 4) << ")";
+    out << "   (recorded allocator: " << format_fixed(ratio_of(trace.trace_peak_reserved, trace.trace_peak_allocated), 4)
+        << "; ours / recorded reserved: " << format_fixed(ratio_of(r.peak_reserved, trace.trace_peak_reserved), 4) << ")";
   }
   out << "\n";
   out << "  out of memory:   " << r.ooms << (r.ooms == 1 ? " time" : " times") << "\n";
@@ -147,7 +139,7 @@ std::string render_text(const ReplayTrace& trace, const std::string& conf, const
   out << "  fragmentation at the end:           " << fragmentation_text(r.at_end) << "\n";
   if (m.found) {
     out << "  min capacity:    " << format_bytes(m.capacity) << " = "
-        << fixed(ratio(m.capacity, m.peak_live), 4) << " x peak live (" << m.replays << " replays)\n";
+        << format_fixed(ratio_of(m.capacity, m.peak_live), 4) << " x peak live (" << m.replays << " replays)\n";
   } else {
     out << "  min capacity:    not found (the trace fails even on the largest device tried)\n";
   }

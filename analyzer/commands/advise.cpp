@@ -40,9 +40,7 @@ constexpr const char* kPoolSettings[] = {
 // PyTorch's policy with a PYTORCH_CUDA_ALLOC_CONF value applied; the
 // parser's errors for keys we cannot replay (backend:cudaMallocAsync, ...).
 pool::PoolConfigParse torch_config(const std::string& setting) {
-  std::string text = "segment_policy:pytorch,expandable_segments:false";
-  if (!setting.empty()) text += "," + setting;
-  return pool::parse_pool_config(text);
+  return pool::parse_pool_config(setting, pool::pytorch_pool_config());
 }
 
 bool same_setting(const std::string& a, const std::string& b) {
@@ -54,22 +52,11 @@ bool same_setting(const std::string& a, const std::string& b) {
   return norm(a) == norm(b);
 }
 
-std::string command_of(const ReplayTrace& trace) {
-  const std::vector<std::string>& argv = trace.origin.argv;
-  if (argv.empty()) return {};
-  std::string out;
-  for (const std::string& arg : argv) {
-    if (!out.empty()) out += ' ';
-    out += shell_quote(arg);
-  }
-  return out;
-}
-
 // The run without a pool: every allocation its own cudaMalloc. Not replayed:
 // reserved memory is the live memory (the driver's page rounding aside), and
 // a device fits it when it holds the most the program needed at once.
-void per_allocation_outcome(const ReplayTrace& trace, const std::vector<std::size_t>& capacities,
-                            const ReplayResult& unlimited, CandidateOutcome& out) {
+void per_allocation_outcome(const std::vector<std::size_t>& capacities, const ReplayResult& unlimited,
+                            CandidateOutcome& out) {
   out.peak_reserved = out.peak_reserved_unlimited = unlimited.peak_allocated;
   out.peak_allocated = unlimited.peak_allocated;
   std::size_t demand = 0;
@@ -86,7 +73,6 @@ void per_allocation_outcome(const ReplayTrace& trace, const std::vector<std::siz
   out.min.peak_demand = demand;
   out.min.capacity = (demand + 2 * kMiB - 1) / (2 * kMiB) * (2 * kMiB);
   out.min.found = true;
-  (void)trace;
 }
 
 CandidateOutcome evaluate(const ReplayTrace& trace, const AdviceCandidate& candidate,
@@ -101,7 +87,7 @@ CandidateOutcome evaluate(const ReplayTrace& trace, const AdviceCandidate& candi
   const ReplayResult unlimited = replay(trace, options);
   ++out.replays;
   if (candidate.kind == AdviceCandidate::Kind::per_allocation) {
-    per_allocation_outcome(trace, capacities, unlimited, out);
+    per_allocation_outcome(capacities, unlimited, out);
     return out;
   }
   out.peak_reserved = out.peak_reserved_unlimited = unlimited.peak_reserved;
@@ -116,7 +102,7 @@ CandidateOutcome evaluate(const ReplayTrace& trace, const AdviceCandidate& candi
     out.failures_on_device = on_device.ooms + on_device.failed_probes;
     out.peak_reserved = on_device.peak_reserved;
   }
-  out.min = find_min_capacity(trace, options, 2 * kMiB);
+  out.min = find_min_capacity(trace, options, 2 * kMiB, &unlimited);
   out.replays += out.min.replays;
   return out;
 }
@@ -295,7 +281,7 @@ Replayable classify_replayable(const ReplayTrace& trace, Advice& advice) {
     if (fw == "PyTorch") {
       advice.instead =
           "Trace each tensor: `cumemtrace run --torch-tensors -- " +
-          (trace.origin.argv.empty() ? std::string("<your command>") : command_of(trace)) +
+          (trace.origin.argv.empty() ? std::string("<your command>") : shell_command(trace.origin.argv)) +
           "` (PyTorch then allocates per tensor), or record a snapshot with "
           "torch.cuda.memory._record_memory_history() and torch.cuda.memory._dump_snapshot(\"snap.pickle\"), then "
           "`cumemtrace import-torch snap.pickle -o snap.jsonl` and `cumemtrace advise snap.jsonl`.";
@@ -353,7 +339,7 @@ Advice advise(const ReplayTrace& trace, const AdviseOptions& options) {
   advice.path = trace.path;
   advice.allocations = trace.allocs;
   advice.run_ooms = trace.ooms;
-  advice.command = command_of(trace);
+  advice.command = shell_command(trace.origin.argv);
   advice.flavor = advice_flavor(trace);
   advice.replayable = classify_replayable(trace, advice);
   if (advice.replayable != Replayable::yes) {

@@ -12,15 +12,6 @@ namespace {
 
 using Json = nlohmann::ordered_json;
 
-double ratio(std::size_t a, std::size_t b) { return b == 0 ? 0.0 : static_cast<double>(a) / static_cast<double>(b); }
-double round4(double x) { return static_cast<double>(static_cast<long long>(x * 10000.0 + 0.5)) / 10000.0; }
-
-std::string fixed(double x, int digits) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%.*f", digits, x);
-  return buf;
-}
-
 std::string pad(std::string s, std::size_t width, bool right) {
   if (s.size() >= width) return s;
   return right ? std::string(width - s.size(), ' ') + s : s + std::string(width - s.size(), ' ');
@@ -63,15 +54,15 @@ std::string verdict_text(const Advice& a) {
     case Advice::Verdict::keep:
       return "Keep " + (base.candidate.as_run ? "the run's setting (" + base_label + ")" : base_label) +
              ": peak reserved " + format_bytes(base.peak_reserved) + " = " +
-             fixed(ratio(base.peak_reserved, base.peak_allocated), 3) +
+             format_fixed(ratio_of(base.peak_reserved, base.peak_allocated), 3) +
              "x peak allocated; no setting tried saves 1% of it or more.";
     case Advice::Verdict::save: {
       const CandidateOutcome& r = a.outcomes[*a.recommended];
       const std::size_t saved = base.peak_reserved - r.peak_reserved;
       std::string text = "It saves " + format_bytes(saved) + " of peak reserved memory (" +
-                         fixed(100.0 * ratio(saved, base.peak_reserved), 1) + "%): " + format_bytes(r.peak_reserved) +
-                         " (" + fixed(ratio(r.peak_reserved, r.peak_allocated), 3) + "x peak allocated) instead of " +
-                         format_bytes(base.peak_reserved) + " (" + fixed(ratio(base.peak_reserved, base.peak_allocated), 3) +
+                         format_fixed(100.0 * ratio_of(saved, base.peak_reserved), 1) + "%): " + format_bytes(r.peak_reserved) +
+                         " (" + format_fixed(ratio_of(r.peak_reserved, r.peak_allocated), 3) + "x peak allocated) instead of " +
+                         format_bytes(base.peak_reserved) + " (" + format_fixed(ratio_of(base.peak_reserved, base.peak_allocated), 3) +
                          "x)";
       if (r.min.found && base.min.found && r.min.capacity < base.min.capacity) {
         text += "; it fits on a " + format_bytes(r.min.capacity) + " device instead of " + format_bytes(base.min.capacity);
@@ -87,7 +78,7 @@ std::string verdict_text(const Advice& a) {
       }
       std::string text = "It avoids the out-of-memory failure: on the same " + capacity_text(a) +
                          " it serves every request" + failed + " (peak reserved " + format_bytes(r.peak_reserved) +
-                         ", " + fixed(ratio(r.peak_reserved, r.peak_allocated), 3) + "x peak allocated).";
+                         ", " + format_fixed(ratio_of(r.peak_reserved, r.peak_allocated), 3) + "x peak allocated).";
       return text;
     }
     case Advice::Verdict::needs_capacity: {
@@ -163,7 +154,7 @@ std::string render_advice_text(const Advice& a) {
     const std::string min = o.min.found ? format_bytes(o.min.capacity) : "none found";
     out += (a.recommended == i && a.verdict != Advice::Verdict::keep ? "* " : "  ") +
            pad(candidate_label(o.candidate), width, false) + "  " + pad(format_bytes(o.peak_reserved), 14, true) +
-           "  " + pad(fixed(ratio(o.peak_reserved, o.peak_allocated), 3), 11, true) + "  " + pad(fails, 15, true) +
+           "  " + pad(format_fixed(ratio_of(o.peak_reserved, o.peak_allocated), 3), 11, true) + "  " + pad(fails, 15, true) +
            "  " + pad(min, 15, true) + "\n";
   }
   out += "\n";
@@ -209,7 +200,7 @@ Json advice_json(const Advice& a) {
     r["peak_reserved"] = o.peak_reserved;
     r["peak_reserved_unlimited"] = o.peak_reserved_unlimited;
     r["peak_allocated"] = o.peak_allocated;
-    r["reserved_over_allocated"] = round4(ratio(o.peak_reserved, o.peak_allocated));
+    r["reserved_over_allocated"] = round4(ratio_of(o.peak_reserved, o.peak_allocated));
     r["failures_on_device"] = o.failures_on_device ? Json(*o.failures_on_device) : Json(nullptr);
     r["min_capacity"] = o.min.found ? Json(o.min.capacity) : Json(nullptr);
     r["peak_demand"] = o.min.peak_demand;

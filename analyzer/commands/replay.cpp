@@ -483,13 +483,18 @@ MinCapacity find_min_capacity(const ReplayTrace& trace, const pool::PoolConfig& 
   return find_min_capacity(trace, options, granularity);
 }
 
-MinCapacity find_min_capacity(const ReplayTrace& trace, const ReplayOptions& base, std::size_t granularity) {
+MinCapacity find_min_capacity(const ReplayTrace& trace, const ReplayOptions& base, std::size_t granularity,
+                              const ReplayResult* given_unlimited) {
   MinCapacity out;
   ReplayOptions options = base;
   options.capacity = kUnlimited;
   options.device_capacities.clear();
-  const ReplayResult unlimited = replay(trace, options);
-  ++out.replays;
+  std::optional<ReplayResult> own_unlimited;
+  if (given_unlimited == nullptr) {
+    own_unlimited = replay(trace, options);
+    ++out.replays;
+  }
+  const ReplayResult& unlimited = given_unlimited != nullptr ? *given_unlimited : *own_unlimited;
   std::size_t peak_live = 0, peak_demand = 0, peak_reserved = 0;
   for (const DeviceReplay& d : unlimited.devices) {
     peak_live = std::max(peak_live, d.peak_allocated);

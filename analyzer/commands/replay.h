@@ -199,8 +199,11 @@ struct MinCapacity {
 MinCapacity find_min_capacity(const ReplayTrace& trace, const pool::PoolConfig& config,
                               std::size_t granularity = std::size_t{2} << 20);
 // The same with `options`' config and call mode (its capacities are ignored).
+// `unlimited`: the replay with those on an unlimited device, when the caller
+// has it already (it is the search's first step).
 MinCapacity find_min_capacity(const ReplayTrace& trace, const ReplayOptions& options,
-                              std::size_t granularity = std::size_t{2} << 20);
+                              std::size_t granularity = std::size_t{2} << 20,
+                              const ReplayResult* unlimited = nullptr);
 
 // `--capacity`: a size as parse_size() (units.h) reads it ("80GiB", "512 MiB",
 // "1.5GB", "4096"), or "unlimited" for pool::kUnlimited. nullopt otherwise.

@@ -173,4 +173,25 @@ std::string shell_quote(const std::string& arg) {
   return out + "'";
 }
 
+std::string shell_command(const std::vector<std::string>& argv) {
+  std::string line;
+  for (const std::string& arg : argv) {
+    if (!line.empty()) line += ' ';
+    line += shell_quote(arg);
+  }
+  return line;
+}
+
+double ratio_of(std::uint64_t part, std::uint64_t whole) {
+  return whole == 0 ? 0.0 : static_cast<double>(part) / static_cast<double>(whole);
+}
+
+double round4(double x) { return static_cast<double>(static_cast<long long>(x * 10000.0 + 0.5)) / 10000.0; }
+
+std::string format_fixed(double x, int decimals) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.*f", decimals, x);
+  return text;
+}
+
 }  // namespace cumemtrace::analyzer

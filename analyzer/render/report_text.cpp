@@ -108,12 +108,7 @@ std::string program_line(const TraceHeader& h) {
     return source.empty() ? "(unknown)" : source;
   }
   if (h.argv.empty()) return shell_quote(h.exe);
-  std::string line;
-  for (const std::string& arg : h.argv) {
-    if (!line.empty()) line += ' ';
-    line += shell_quote(arg);
-  }
-  return line;
+  return shell_command(h.argv);
 }
 
 void write_memory(std::ostringstream& out, const MemoryTotals& m) {

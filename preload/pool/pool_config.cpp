@@ -168,8 +168,9 @@ void append_json_string(std::string& out, std::string_view s) {
 
 }  // namespace
 
-PoolConfigParse parse_pool_config(std::string_view text) {
+PoolConfigParse parse_pool_config(std::string_view text, const PoolConfig& base) {
   PoolConfigParse result;
+  result.config = base;
   for (std::string_view entry : split_entries(text)) {
     const auto colon = entry.find(':');
     if (colon == std::string_view::npos) {

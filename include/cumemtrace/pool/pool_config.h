@@ -82,7 +82,8 @@ struct PoolConfigParse {
   bool ok() const { return errors.empty(); }
 };
 
-PoolConfigParse parse_pool_config(std::string_view text);
+// `base`: the settings the entries apply to (the defaults unless given).
+PoolConfigParse parse_pool_config(std::string_view text, const PoolConfig& base = PoolConfig{});
 
 // A JSON-able value: null, boolean, unsigned integer, real or string.
 using ConfigValue = std::variant<std::nullptr_t, bool, std::uint64_t, double, std::string>;

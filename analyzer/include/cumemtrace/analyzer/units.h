@@ -5,6 +5,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace cumemtrace::analyzer {
 
@@ -14,10 +15,23 @@ std::string format_bytes(std::uint64_t bytes);
 // "0x7f3a00200000"
 std::string format_hex(std::uint64_t value);
 
+// part / whole, 0 when whole is 0.
+double ratio_of(std::uint64_t part, std::uint64_t whole);
+
+// A ratio rounded to 4 decimals, so that JSON output is stable across
+// platforms.
+double round4(double x);
+
+// x with `decimals` digits after the point: "1.149".
+std::string format_fixed(double x, int decimals);
+
 // An argument quoted the way a POSIX shell needs it, so that a command line
 // shown can be pasted back: as it is when it has only safe characters, else
 // in single quotes ("it's" -> 'it'\''s').
 std::string shell_quote(const std::string& arg);
+
+// A command line from its arguments, each quoted as shell_quote does.
+std::string shell_command(const std::vector<std::string>& argv);
 
 // Nanoseconds since the trace started, as seconds: "1.234567 s".
 std::string format_seconds(std::uint64_t ns);
