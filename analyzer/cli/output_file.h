@@ -4,12 +4,17 @@
 #pragma once
 
 #include <ext/stdio_filebuf.h>
+#include <sys/types.h>
 
+#include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <ostream>
 #include <string>
 #include <string_view>
+#include <tuple>
+#include <vector>
 
 namespace cumemtrace::cli {
 
@@ -43,5 +48,33 @@ class StreamedOutput {
 // commits it. Returns "" on success, else one line saying what failed;
 // exceptions from `write` leave no file behind and pass on.
 std::string write_streamed(const std::string& path, const std::function<void(std::ostream&)>& write);
+
+}  // namespace cumemtrace::cli
+
+// ---- The trace files of `cumemtrace run` ----------------------------------
+// The library creates them (preload/trace/output_path.h); `run` checks
+// before the program starts that it can, and afterwards which ones appeared.
+namespace cumemtrace::cli {
+
+// Why the library could not create a trace from `output_template` (one
+// line, naming the file), or "" if it can or if nobody can know yet (the
+// directory's name holds %p or %t). Tried for real: the file the template
+// names, with our pid for %p and now for %t, is created exactly as the
+// library creates it (exclusively, in a directory the user controls) and
+// removed at once, so nothing is left behind.
+std::string trace_output_problem(const std::string& output_template);
+
+// The files `output_template` can name, as a glob(3) pattern: %p and %t (a
+// child's pid, a start time) match anything, so forked and exec'd
+// children's traces (and exec's numbered names, t.4242.1.jsonl) match too.
+std::string trace_file_pattern(const std::string& output_template);
+
+// The regular files matching `pattern`, each with what tells a new or
+// rewritten file from the one seen before (device, inode, mtime, size).
+using TraceFileStamps = std::map<std::string, std::tuple<dev_t, ino_t, std::int64_t, std::int64_t, off_t>>;
+TraceFileStamps trace_file_stamps(const std::string& pattern);
+
+// The files of `after` that are not in `before`, or differ from it, sorted.
+std::vector<std::string> changed_trace_files(const TraceFileStamps& before, const TraceFileStamps& after);
 
 }  // namespace cumemtrace::cli

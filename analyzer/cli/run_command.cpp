@@ -5,6 +5,7 @@
 #include <limits.h>
 #include <signal.h>
 #include <spdlog/spdlog.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -13,8 +14,10 @@
 #include <algorithm>
 #include <array>
 #include <cerrno>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -22,9 +25,11 @@
 
 #include "commands.h"
 #include "config/config.h"
+#include "cumemtrace/analyzer/trace_reader.h"
 #include "cumemtrace/output_template.h"
 #include "cumemtrace/trace_format.h"
 #include "exit_codes.h"
+#include "output_file.h"
 
 namespace cumemtrace::cli {
 
@@ -35,19 +40,73 @@ constexpr const char* kLibraryEnv = "CUMEMTRACE_LIBRARY";
 // NVTX loads the tool named here into programs that use NVTX ranges: ours,
 // already preloaded, turns them into `mark` events.
 constexpr const char* kNvtxInjectionEnv = "NVTX_INJECTION64_PATH";
-constexpr std::array<int, 4> kForwardedSignals{SIGINT, SIGTERM, SIGHUP, SIGQUIT};
+
+// Which signals `run` passes on to the program (a launcher should be as if
+// absent): every signal a process can catch, real-time ones included, but
+// - SIGKILL and SIGSTOP, which cannot be caught: a launcher killed with
+//   SIGKILL takes the program with it (PR_SET_PDEATHSIG in start_program);
+//   SIGSTOP stops the launcher alone (SIGTSTP stops both);
+// - SIGCHLD, the launcher's own news of the program;
+// - SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGTRAP, SIGSYS and SIGABRT: faults and
+//   aborts of the launcher itself (tini keeps them too); it dies of them,
+//   and the program with it;
+// - 32 and 33, which glibc keeps for its threads (cancellation, set*id);
+//   sigaction refuses them, and SIGRTMIN is above them.
+// The job-control stops SIGTSTP, SIGTTIN and SIGTTOU are passed on and then
+// stop the launcher as their default action would have (wait_for), so a
+// shell sees its job stop and its `fg` (SIGCONT, passed on too) continues
+// both. `timeout` puts itself in a group of its own and ignores SIGTTIN and
+// SIGTTOU there, which leaves a program that read the terminal stopped
+// after `fg`; the launcher stays in the program's group instead.
+bool is_forwarded_signal(int signal) {
+  switch (signal) {
+    case SIGKILL:
+    case SIGSTOP:
+    case SIGCHLD:
+    case SIGSEGV:
+    case SIGBUS:
+    case SIGFPE:
+    case SIGILL:
+    case SIGTRAP:
+    case SIGSYS:
+    case SIGABRT: return false;
+    default: return signal > 0 && (signal < 32 || (signal >= SIGRTMIN && signal <= SIGRTMAX));
+  }
+}
+
+bool is_job_control_stop(int signal) { return signal == SIGTSTP || signal == SIGTTIN || signal == SIGTTOU; }
 
 volatile sig_atomic_t g_child_pid = 0;
+// A job-control stop the launcher was sent, for wait_for to take (0: none).
+volatile sig_atomic_t g_stop_signal = 0;
 
 void forward_signal(int signal, siginfo_t* info, void*) {
-  // A signal from the terminal (Ctrl-C, hang-up) already went to the whole
-  // foreground process group, the program included: sending it again would
-  // deliver it twice. Forward only what was sent to us alone (kill, timeout,
-  // a batch scheduler).
-  if (info != nullptr && info->si_code == SI_KERNEL) return;
+  const int saved_errno = errno;
   const pid_t child = g_child_pid;
-  if (child > 0) ::kill(child, signal);
+  // Only what user space sent to us alone (kill, timeout, a batch
+  // scheduler) is the program's. What the kernel sent (si_code > 0) came
+  // from the terminal to the whole foreground process group, the program
+  // included (Ctrl-C, Ctrl-Z, a hang-up, a window size): sending it again
+  // would deliver it twice; or it is about the launcher alone (its CPU or
+  // file size limit). What the launcher raised itself (its write to a
+  // closed pipe raises SIGPIPE so) or the program sent its parent is not
+  // for the program either.
+  const bool for_the_program =
+      info->si_code <= 0 && info->si_pid != ::getpid() && info->si_pid != child;
+  if (child > 0 && for_the_program) {
+    // A queued signal keeps its value (real-time signals carry data so).
+    if (info->si_code == SI_QUEUE) {
+      ::sigqueue(child, signal, info->si_value);
+    } else {
+      ::kill(child, signal);
+    }
+  }
+  if (is_job_control_stop(signal)) g_stop_signal = signal;
+  errno = saved_errno;
 }
+
+// SIGCHLD only has to wake wait_for's sigsuspend.
+void note_child_changed(int) {}
 
 bool is_readable_file(const std::string& path) { return ::access(path.c_str(), R_OK) == 0; }
 
@@ -188,16 +247,55 @@ struct Started {
   int exec_errno = 0;
 };
 
-using SignalActions = std::array<struct sigaction, kForwardedSignals.size()>;
+// The signal handling `run` found, and the signals it blocks while it
+// waits (the forwarded ones and SIGCHLD: wait_for takes them in sigsuspend).
+struct SignalState {
+  sigset_t blocked{};
+  sigset_t original_mask{};
+  std::array<struct sigaction, NSIG> original_actions{};
+  bool handles(int signal) const { return is_forwarded_signal(signal) || signal == SIGCHLD; }
+};
 
-Started start_program(const std::vector<std::string>& command, const sigset_t& original_mask,
-                      const SignalActions& original_actions) {
+void take_over_signals(SignalState& state) {
+  ::sigemptyset(&state.blocked);
+  for (int signal = 1; signal < NSIG; ++signal) {
+    if (state.handles(signal)) ::sigaddset(&state.blocked, signal);
+  }
+  // Blocked until the program's pid is known, so that none is lost.
+  ::sigprocmask(SIG_BLOCK, &state.blocked, &state.original_mask);
+  struct sigaction forward {};
+  forward.sa_sigaction = forward_signal;
+  forward.sa_flags = SA_SIGINFO;
+  forward.sa_mask = state.blocked;  // one at a time, in the order they came
+  struct sigaction child_changed {};
+  child_changed.sa_handler = note_child_changed;
+  child_changed.sa_flags = SA_NOCLDSTOP;
+  child_changed.sa_mask = state.blocked;
+  for (int signal = 1; signal < NSIG; ++signal) {
+    if (state.handles(signal)) {
+      ::sigaction(signal, signal == SIGCHLD ? &child_changed : &forward, &state.original_actions[signal]);
+    }
+  }
+}
+
+// The handling `run` found, back in place (in the program before its exec;
+// in the launcher once the program has ended, so that its own last lines
+// stop, or are ignored, as any program's would).
+void restore_signals(const SignalState& state) {
+  for (int signal = 1; signal < NSIG; ++signal) {
+    if (state.handles(signal)) ::sigaction(signal, &state.original_actions[signal], nullptr);
+  }
+  ::sigprocmask(SIG_SETMASK, &state.original_mask, nullptr);
+}
+
+Started start_program(const std::vector<std::string>& command, const SignalState& signals) {
   std::vector<char*> argv;
   for (const std::string& arg : command) argv.push_back(const_cast<char*>(arg.c_str()));
   argv.push_back(nullptr);
 
   int pipe_fds[2];
   if (::pipe2(pipe_fds, O_CLOEXEC) != 0) return Started{-1, errno};
+  const pid_t launcher = ::getpid();
   Started started;
   started.pid = ::fork();
   if (started.pid < 0) {
@@ -209,10 +307,18 @@ Started start_program(const std::vector<std::string>& command, const sigset_t& o
   if (started.pid == 0) {
     // The program starts with the signal handling we were given (an ignored
     // SIGHUP under nohup stays ignored; exec resets handlers to default).
-    for (std::size_t i = 0; i < kForwardedSignals.size(); ++i) {
-      ::sigaction(kForwardedSignals[i], &original_actions[i], nullptr);
-    }
-    ::sigprocmask(SIG_SETMASK, &original_mask, nullptr);
+    restore_signals(signals);
+    // Never leave the program behind: should the launcher die without
+    // passing a signal on (SIGKILL, the OOM killer, a fault of its own), the
+    // kernel kills the program too, with SIGKILL, as if the two had been
+    // killed together: its trace is completed from what it had recorded
+    // when it is read (end reason `killed`). The kernel ties this to the
+    // thread that forked (the launcher has one), does not pass it to the
+    // program's own children, and drops it at the exec of a set-user-ID
+    // program (which
+    // LD_PRELOAD does not trace anyway).
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (::getppid() != launcher) ::kill(::getpid(), SIGKILL);  // it died before that
     ::close(pipe_fds[0]);
     ::execvp(argv[0], argv.data());
     const int err = errno;
@@ -230,15 +336,241 @@ Started start_program(const std::vector<std::string>& command, const sigset_t& o
   return started;
 }
 
-int wait_for(pid_t pid) {
+// Stops the launcher with a job-control stop it was sent, as the signal's
+// default action would have; the kernel discards it in an orphaned process
+// group, as it would have. Its SIGCONT reaches forward_signal afterwards.
+void stop_as_by_default(int signal) {
+  struct sigaction default_action {}, ours {};
+  default_action.sa_handler = SIG_DFL;
+  ::sigemptyset(&default_action.sa_mask);
+  ::sigaction(signal, &default_action, &ours);
+  sigset_t just_this;
+  ::sigemptyset(&just_this);
+  ::sigaddset(&just_this, signal);
+  ::kill(::getpid(), signal);                         // pending: blocked while we wait
+  ::sigprocmask(SIG_UNBLOCK, &just_this, nullptr);    // delivered here: we stop
+  ::sigprocmask(SIG_BLOCK, &just_this, nullptr);
+  ::sigaction(signal, &ours, nullptr);
+}
+
+// Waits for the program to end, passing signals on meanwhile (they are
+// blocked but in sigsuspend, so a job-control stop is never missed between
+// a check and the wait). The program's pid is forgotten before it is
+// reaped, so a late signal never reaches a process that took its pid over.
+// Returns its wait status, or nullopt if it cannot be waited for.
+std::optional<int> wait_for(pid_t pid, const SignalState& signals) {
+  sigset_t waiting = signals.original_mask;
+  for (int signal = 1; signal < NSIG; ++signal) {
+    if (signals.handles(signal)) ::sigdelset(&waiting, signal);
+  }
+  for (;;) {
+    if (const int stop = g_stop_signal; stop != 0) {
+      g_stop_signal = 0;
+      stop_as_by_default(stop);
+      continue;
+    }
+    siginfo_t info{};
+    if (::waitid(P_PID, static_cast<id_t>(pid), &info, WEXITED | WNOHANG | WNOWAIT) != 0) {
+      spdlog::error("cannot wait for the program: {}", std::strerror(errno));
+      return std::nullopt;
+    }
+    if (info.si_pid == pid) break;
+    ::sigsuspend(&waiting);
+  }
+  g_child_pid = 0;
   int status = 0;
   while (::waitpid(pid, &status, 0) < 0) {
     if (errno != EINTR) {
       spdlog::error("cannot wait for the program: {}", std::strerror(errno));
-      return kExitUsage;
+      return std::nullopt;
     }
   }
-  return exit_status_of(status);
+  return status;
+}
+
+// ---- After the run: what became of its traces ----------------------------
+
+enum class TraceEnding { complete, dropped, killed, cut, running, unreadable };
+
+struct RunTrace {
+  std::string path;
+  TraceEnding ending = TraceEnding::cut;
+  std::uint64_t dropped = 0;
+  long pid = 0;         // the process that wrote it (its header)
+  std::string details;  // unreadable: the reader's words
+};
+
+// A trace's `end` line, if its last line is one.
+struct EndLine {
+  std::string reason;
+  std::uint64_t dropped = 0;
+};
+
+bool is_zstd_file(const std::string& path) {
+  unsigned char magic[4] = {};
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  const bool zstd = ::pread(fd, magic, sizeof magic, 0) == 4 && magic[0] == 0x28 && magic[1] == 0xb5 &&
+                    magic[2] == 0x2f && magic[3] == 0xfd;
+  ::close(fd);
+  return zstd;
+}
+
+std::optional<EndLine> end_line_from_json(std::string_view line) {
+  const nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
+  if (!j.is_object() || j.value("ev", std::string()) != format::name(format::Event::end)) return std::nullopt;
+  EndLine end;
+  if (const auto reason = j.find("reason"); reason != j.end() && reason->is_string()) end.reason = *reason;
+  if (const auto dropped = j.find("dropped"); dropped != j.end() && dropped->is_number_unsigned()) {
+    end.dropped = dropped->get<std::uint64_t>();
+  }
+  return end;
+}
+
+// The end line of a plain trace, read from the file's end: a trace of
+// gigabytes costs one read (a compressed one is read through). None when
+// the last line is cut or not an end.
+std::optional<EndLine> end_line_of_plain_trace(const std::string& path) {
+  constexpr off_t kTail = 64 * 1024;  // an end line is some 100 bytes
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return std::nullopt;
+  struct stat st {};
+  std::string tail;
+  if (::fstat(fd, &st) == 0 && st.st_size > 0) {
+    const off_t from = std::max<off_t>(0, st.st_size - kTail);
+    tail.resize(static_cast<std::size_t>(st.st_size - from));
+    const ssize_t n = ::pread(fd, tail.data(), tail.size(), from);
+    tail.resize(n > 0 ? static_cast<std::size_t>(n) : 0);
+  }
+  ::close(fd);
+  if (tail.empty() || tail.back() != '\n') return std::nullopt;
+  tail.pop_back();
+  const std::size_t start = tail.find_last_of('\n');
+  return end_line_from_json(start == std::string::npos ? std::string_view(tail)
+                                                       : std::string_view(tail).substr(start + 1));
+}
+
+bool process_is_running(long pid) { return pid > 0 && (::kill(static_cast<pid_t>(pid), 0) == 0 || errno == EPERM); }
+
+RunTrace judge_run_trace(const std::string& path, pid_t program) {
+  RunTrace trace;
+  trace.path = path;
+  struct stat st {};
+  if (::stat(path.c_str(), &st) == 0 && st.st_size == 0) return trace;  // created, nothing written: cut
+  std::optional<EndLine> end;
+  try {
+    // The reader completes a killed process's trace from its pending file
+    // (read/killed_trace.h) and says so: after the run is when it should.
+    analyzer::TraceReader reader(path);
+    trace.pid = static_cast<long>(reader.header().pid);
+    if (is_zstd_file(path)) {
+      while (reader.next() != nullptr) {
+      }
+      const analyzer::ReaderStats& stats = reader.stats();
+      if (stats.has_end && !stats.partial_last_line && stats.end) {
+        end = EndLine{stats.end->reason_text, stats.end->dropped};
+      }
+    } else {
+      end = end_line_of_plain_trace(path);
+    }
+  } catch (const std::exception& e) {  // TraceError, or out of memory on a hostile file
+    trace.ending = TraceEnding::unreadable;
+    trace.details = e.what();
+    return trace;
+  }
+  if (!end) {
+    // A forked child may outlive the program and still be writing.
+    trace.ending = trace.pid != program && process_is_running(trace.pid) ? TraceEnding::running : TraceEnding::cut;
+  } else if (end->reason == "killed") {  // TRACE_FORMAT.md: completed after the process was killed
+    trace.ending = TraceEnding::killed;
+  } else {
+    trace.dropped = end->dropped;
+    trace.ending = end->dropped != 0 ? TraceEnding::dropped : TraceEnding::complete;
+  }
+  return trace;
+}
+
+// What became of a trace, after "N " (how many traces of the run did so).
+const char* ending_words(TraceEnding ending) {
+  switch (ending) {
+    case TraceEnding::complete: return "complete";
+    case TraceEnding::dropped: return "with events dropped (holding less than the program did)";
+    case TraceEnding::killed: return "killed, completed from what was recorded";
+    case TraceEnding::cut: return "cut short, no end line (report reads it up to the cut)";
+    case TraceEnding::running: return "still being written by a process that outlived the program";
+    case TraceEnding::unreadable: return "unreadable";
+  }
+  return "";
+}
+
+std::string trace_with_details(const RunTrace& trace) {
+  if (trace.ending == TraceEnding::dropped) return trace.path + " (" + std::to_string(trace.dropped) + " dropped)";
+  if (trace.ending == TraceEnding::unreadable) return trace.path + " (" + trace.details + ")";
+  if (trace.ending == TraceEnding::running) return trace.path + " (pid " + std::to_string(trace.pid) + ")";
+  return trace.path;
+}
+
+// One line on stderr: where the run's traces are and whether each is
+// complete, so nobody reads a cut trace as the whole run. A run with no
+// trace says why, as far as the launcher can know it.
+void report_run_traces(const std::vector<std::string>& paths, const std::string& output_template, pid_t program) {
+  if (paths.empty()) {
+    const auto expected = expected_trace_path(output_template, program);
+    if (!expected) return;  // %t: the name is the program's to know
+    if (const std::string problem = trace_output_problem(output_template); !problem.empty()) {
+      spdlog::warn("no trace at {}: {} now, so the program ran untraced", *expected, problem);
+    } else {
+      // The library creates the file on the first allocation it sees; the
+      // launcher cannot tell "none" from "not created", but the library says
+      // so on stderr when it cannot create the file.
+      spdlog::info("no trace at {}: the program made no device allocation that cumemtrace saw "
+                   "(unless the library said above that it could not create the file)",
+                   *expected);
+    }
+    return;
+  }
+  std::vector<RunTrace> traces;
+  for (const std::string& path : paths) traces.push_back(judge_run_trace(path, program));
+  const bool all_complete = std::all_of(traces.begin(), traces.end(), [](const RunTrace& t) {
+    return t.ending == TraceEnding::complete;
+  });
+  std::string line = "trace written to ";
+  if (traces.size() == 1) {
+    const RunTrace& trace = traces.front();
+    line += trace.path + ": ";
+    if (trace.ending == TraceEnding::dropped) {
+      line += std::to_string(trace.dropped) + " events dropped (the trace holds less than the program did)";
+    } else if (trace.ending == TraceEnding::killed) {
+      line += "the process was killed; completed from what it had recorded";
+    } else {
+      line += ending_words(trace.ending);
+    }
+    if (trace.ending == TraceEnding::unreadable) line += ": " + trace.details;
+    if (trace.ending == TraceEnding::running) line += " (pid " + std::to_string(trace.pid) + ")";
+  } else {
+    // Forked and exec'd children write traces of their own.
+    constexpr std::size_t kNamed = 8;  // per kind, so a hundred workers still make one readable line
+    line += std::to_string(traces.size()) + " files";
+    const char* separator = ": ";
+    for (const TraceEnding ending : {TraceEnding::complete, TraceEnding::dropped, TraceEnding::killed,
+                                     TraceEnding::cut, TraceEnding::running, TraceEnding::unreadable}) {
+      std::vector<std::string> named;
+      std::size_t count = 0;
+      for (const RunTrace& trace : traces) {
+        if (trace.ending == ending && ++count <= kNamed) named.push_back(trace_with_details(trace));
+      }
+      if (count == 0) continue;
+      line += separator + std::to_string(count) + " " + ending_words(ending) + ": ";
+      separator = "; ";
+      for (std::size_t i = 0; i < named.size(); ++i) line += (i == 0 ? "" : ", ") + named[i];
+      if (count > named.size()) line += " and " + std::to_string(count - named.size()) + " more";
+    }
+  }
+  if (all_complete) {
+    spdlog::info("{}", line);
+  } else {
+    spdlog::warn("{}", line);
+  }
 }
 
 }  // namespace
@@ -247,7 +579,13 @@ CLI::App* add_run_command(CLI::App& app, RunArgs& args) {
   CLI::App* run = app.add_subcommand("run", "Run a program with cumemtrace preloaded, writing a trace");
   run->add_option("-o,--output", args.output,
                   "Trace path template: %p pid, %h host, %r rank, %t start time "
-                  "(default cumemtrace.%h.%p.jsonl; a .zst suffix compresses)");
+                  "(default cumemtrace.%h.%p.jsonl; a .zst suffix compresses)")
+      // An unset shell variable must not quietly mean the default file.
+      ->check(CLI::Validator(
+          [](const std::string& value) {
+            return value.empty() ? std::string("an empty value is not a path (an unset variable?)") : std::string();
+          },
+          "", "non-empty"));
   run->add_option("--pool", args.pool,
                   "caching (default: cumemtrace's instrumented pool serves allocations) or "
                   "passthrough (every call forwarded; the trace shows the program's own allocator)")
@@ -279,6 +617,9 @@ CLI::App* add_run_command(CLI::App& app, RunArgs& args) {
   run->add_option("--check", args.check,
                   "Check the run's traces afterwards, e.g. 'peak<=2GiB,leaked==0' (names as in `check`; "
                   "exit: the program's status if it failed, else 1 if a check failed)");
+  run->add_flag("--allow-incomplete", args.allow_incomplete,
+                "With --check: judge a trace that was cut short, lost events or was completed after a kill "
+                "(by default such a trace fails the check)");
   run->add_option("command", args.command, "The program and its arguments (after --)")->required();
   // Everything from the program's name on belongs to the program, options included.
   run->positionals_at_end();
@@ -300,32 +641,35 @@ int run_command(const RunArgs& args) {
     }
   }
   std::unique_ptr<RunCheck> check;
-  if (!args.check.empty() && !(check = RunCheck::prepare(args.check, output_template(args)))) return kExitUsage;
-
-  // Block the forwarded signals until the child's pid is known, so none is lost.
-  sigset_t forwarded, original_mask;
-  ::sigemptyset(&forwarded);
-  for (int signal : kForwardedSignals) ::sigaddset(&forwarded, signal);
-  ::sigprocmask(SIG_BLOCK, &forwarded, &original_mask);
-  struct sigaction action {};
-  action.sa_sigaction = forward_signal;
-  action.sa_flags = SA_SIGINFO | SA_RESTART;
-  ::sigemptyset(&action.sa_mask);
-  SignalActions original_actions{};
-  for (std::size_t i = 0; i < kForwardedSignals.size(); ++i) {
-    ::sigaction(kForwardedSignals[i], &action, &original_actions[i]);
+  if (args.check && !(check = RunCheck::prepare(*args.check, output_template(args), args.allow_incomplete))) {
+    return kExitUsage;
   }
 
-  const Started started = start_program(args.command, original_mask, original_actions);
+  // The library would refuse the file: say so now, not after an untraced run.
+  if (const std::string problem = trace_output_problem(output_template(args)); !problem.empty()) {
+    spdlog::error("{}; choose another --output", problem);
+    return kExitUsage;
+  }
+  const std::string trace_pattern = trace_file_pattern(output_template(args));
+  const TraceFileStamps traces_before = trace_file_stamps(trace_pattern);
+
+  SignalState signals;
+  take_over_signals(signals);
+  const Started started = start_program(args.command, signals);
   if (started.pid > 0) g_child_pid = started.pid;
-  ::sigprocmask(SIG_SETMASK, &original_mask, nullptr);
 
   const std::string& program = args.command.front();
   if (started.pid < 0) {
+    restore_signals(signals);
     spdlog::error("cannot start {}: {}", program, std::strerror(started.exec_errno));
     return kExitUsage;
   }
-  const int status = wait_for(started.pid);
+  const std::optional<int> wait_status = wait_for(started.pid, signals);
+  restore_signals(signals);
+  // Our own last lines to a closed pipe must not turn the program's status into 141.
+  ::signal(SIGPIPE, SIG_IGN);
+  if (!wait_status) return kExitUsage;
+  const int status = exit_status_of(*wait_status);
   if (started.exec_errno != 0) {
     if (started.exec_errno == ENOENT && program.find('/') == std::string::npos) {
       spdlog::error("{}: command not found", program);
@@ -334,15 +678,8 @@ int run_command(const RunArgs& args) {
     }
     return started.exec_errno == ENOENT ? kExitCommandNotFound : kExitCannotExecute;
   }
-  if (auto trace = expected_trace_path(output_template(args), started.pid)) {
-    if (::access(trace->c_str(), F_OK) == 0) {
-      spdlog::info("trace written to {}", *trace);
-    } else {
-      // The preload creates the file on the first allocation it sees.
-      spdlog::info("no trace at {}: the program made no device allocation that cumemtrace saw",
-                   *trace);
-    }
-  }
+  report_run_traces(changed_trace_files(traces_before, trace_file_stamps(trace_pattern)), output_template(args),
+                    started.pid);
   // A failed program's status wins: the checks are still printed.
   if (check) {
     const int verdict = check->check_new_traces();
