@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <map>
 #include <optional>
 #include <tuple>
@@ -18,6 +19,16 @@
 #include "output_file.h"
 
 namespace cumemtrace::cli {
+
+// What `check` and `run --check` were asked (outside the anonymous namespace:
+// RunCheck::State holds one).
+struct CheckRequest {
+  std::vector<analyzer::Check> checks;
+  analyzer::Suppressions suppressions;
+  std::string junit_path;
+  bool symbolize = false;
+  bool allow_incomplete = false;
+};
 
 namespace {
 
@@ -53,30 +64,48 @@ constexpr LimitOption kLimitOptions[] = {
      "nothing passes, its ratio undefined"},
 };
 
+// One warning per suppression line that matched nothing in any trace:
+// a stale line, or a typo that silently checks nothing.
+void warn_unused_suppressions(const analyzer::Suppressions& suppressions, const std::vector<bool>& used) {
+  const std::string source = suppressions.source().empty() ? std::string("--suppressions") : suppressions.source();
+  for (std::size_t i = 0; i < used.size(); ++i) {
+    if (used[i]) continue;
+    const analyzer::Suppressions::Pattern& p = suppressions.patterns()[i];
+    spdlog::warn("warning: suppression '{}' ({}:{}) matched no leak and no growing site", p.written, source, p.line);
+  }
+}
+
 // Checks every trace; prints a verdict per check on stdout and one line per
 // violation on stderr. Returns the exit code.
-int check_traces(const std::vector<std::string>& traces, const std::vector<Check>& checks,
-                 const analyzer::Suppressions& suppressions, const std::string& junit_path, bool symbolize = false) {
+int check_traces(const std::vector<std::string>& traces, const CheckRequest& request) {
   std::vector<TraceVerdict> verdicts;
+  std::vector<bool> used(request.suppressions.patterns().size(), false);
   bool unreadable = false;
   bool failed = false;
   std::string out;
   for (const std::string& trace : traces) {
     TraceVerdict verdict;
     verdict.trace = trace;
+    std::vector<std::string> suppressed;  // after the verdicts, which they explain
     out += "check " + trace + "\n";
     try {
-      const nlohmann::ordered_json report = load_json_report(trace, symbolize);
-      verdict.results = analyzer::evaluate_checks(report, checks, suppressions);
-      if (report.value("truncated", false)) {
-        out += "  note: the trace was cut short; the figures cover the run up to the cut\n";
+      const nlohmann::ordered_json report = load_json_report(trace, request.symbolize);
+      // A cut, lossy or killed trace gives no verdict unless asked to: its
+      // leaks may be frees it lost, its peaks may be missing (DESIGN.md).
+      if (const std::string incomplete = analyzer::incomplete_reason(report); !incomplete.empty()) {
+        if (request.allow_incomplete) {
+          verdict.notes.push_back("incomplete trace, judged anyway (--allow-incomplete): " + incomplete);
+        } else {
+          verdict.incomplete = "incomplete trace: " + incomplete + "; " + std::string(analyzer::kAllowIncompleteHint);
+        }
       }
-      // Dropped events (the trace's output could not keep up, or the disk
-      // filled) can make frees missing and so leaks appear, or hide a peak.
-      if (const auto end = report.find("end"); end != report.end() && end->is_object()) {
-        if (const std::uint64_t dropped = end->value("dropped", std::uint64_t{0}); dropped > 0) {
-          out += "  note: " + std::to_string(dropped) + (dropped == 1 ? " event was" : " events were") +
-                 " dropped while tracing; leaks and peaks may be off\n";
+      if (verdict.incomplete.empty()) {
+        verdict.results = analyzer::evaluate_checks(report, request.checks, request.suppressions);
+        // How much each suppression took away, so a too-broad one shows in CI logs.
+        for (const analyzer::SuppressionUse& use : analyzer::suppression_uses(report, request.suppressions)) {
+          if (!use.matched()) continue;
+          used[use.pattern] = true;
+          suppressed.push_back(analyzer::describe_use(use, request.suppressions));
         }
       }
     } catch (const analyzer::TraceError& e) {
@@ -84,6 +113,12 @@ int check_traces(const std::vector<std::string>& traces, const std::vector<Check
       verdict.read_error = e.what();
       unreadable = true;
       out += "  ERROR cannot read the trace\n";
+    }
+    for (const std::string& note : verdict.notes) out += "  note: " + note + "\n";
+    if (!verdict.incomplete.empty()) {
+      out += "  FAIL  " + verdict.incomplete + "\n";
+      spdlog::error("check failed: {} (trace {})", verdict.incomplete, trace);
+      failed = true;
     }
     for (const CheckResult& r : verdict.results) {
       const char* tag = r.status == CheckResult::Status::pass ? "ok  " : "FAIL";
@@ -93,11 +128,20 @@ int check_traces(const std::vector<std::string>& traces, const std::vector<Check
         failed = true;
       }
     }
+    for (std::string& line : suppressed) {
+      out += "  note: " + line + "\n";
+      verdict.notes.push_back(std::move(line));
+    }
     verdicts.push_back(std::move(verdict));
   }
   if (std::string error = write_output("", out); !error.empty()) spdlog::error("{}", error);
-  if (!junit_path.empty()) {
-    if (std::string error = write_output(junit_path, analyzer::junit_xml(verdicts)); !error.empty()) {
+  // Only when every trace was judged: an unread or unjudged trace proves nothing unused.
+  if (std::all_of(verdicts.begin(), verdicts.end(),
+                  [](const TraceVerdict& v) { return v.read_error.empty() && v.incomplete.empty(); })) {
+    warn_unused_suppressions(request.suppressions, used);
+  }
+  if (!request.junit_path.empty()) {
+    if (std::string error = write_output(request.junit_path, analyzer::junit_xml(verdicts)); !error.empty()) {
       spdlog::error("{}", error);
       return kExitUsage;
     }
@@ -158,10 +202,15 @@ CLI::App* add_check_command(CLI::App& app, CheckArgs& args) {
   check->add_option("traces", args.traces, "Trace files (.jsonl or .jsonl.zst)")->required();
   for (const LimitOption& option : kLimitOptions) check->add_option(option.flag, args.*option.value, option.help);
   check->add_option("--suppressions", args.suppressions,
-                    "Known leaks: one function-name pattern per line (* matches anything, # comments), or "
-                    "module:PATTERN for an object file (module:libc10_cuda.so); a leak whose stack has a "
-                    "matching frame is not counted");
+                    "Known leaks, one pattern per line (* matches anything, # comments): a function as the "
+                    "site's label shows it or its full name, module:PATTERN for an object file "
+                    "(module:libc10_cuda.so), file:PATTERN for a source file; matched against the frames the "
+                    "site's label spans, never its outer callers. Each line's share is printed; a line that "
+                    "matched nothing is warned about");
   check->add_option("--junit", args.junit, "Also write the verdicts as JUnit XML to this file");
+  check->add_flag("--allow-incomplete", args.allow_incomplete,
+                  "Judge a trace that was cut short, lost events or was completed after a kill (by default "
+                  "such a trace fails: its leaks and peaks are not a finished run's)");
   check->add_flag("--symbolize", args.symbolize,
                   "Name the call sites in failure lines by file:line from the object files' debug information "
                   "(as report --symbolize)");
@@ -179,10 +228,15 @@ int check_command(const CheckArgs& args) {
       spdlog::error("check: no limit given (--max-peak-allocated, --max-leaked-bytes, ...; see check --help)");
       return kExitUsage;
     }
-    const analyzer::Suppressions suppressions =
+    CheckRequest request;
+    request.checks = std::move(checks);
+    request.suppressions =
         args.suppressions.empty() ? analyzer::Suppressions{} : analyzer::Suppressions::load(args.suppressions);
+    request.junit_path = args.junit;
+    request.symbolize = args.symbolize;
+    request.allow_incomplete = args.allow_incomplete;
     if (args.symbolize && !symbolize_is_available()) return kExitUsage;
-    return check_traces(args.traces, checks, suppressions, args.junit, args.symbolize);
+    return check_traces(args.traces, request);
   } catch (const analyzer::CheckError& e) {
     spdlog::error("{}", e.what());
     return kExitUsage;
@@ -190,15 +244,17 @@ int check_command(const CheckArgs& args) {
 }
 
 struct RunCheck::State {
-  std::vector<Check> checks;
+  CheckRequest request;
   std::string pattern;
   std::map<std::string, FileStamp> before;
 };
 
-std::unique_ptr<RunCheck> RunCheck::prepare(const std::string& list, const std::string& output_template) {
+std::unique_ptr<RunCheck> RunCheck::prepare(const std::string& list, const std::string& output_template,
+                                           bool allow_incomplete) {
   auto state = std::make_unique<State>();
+  state->request.allow_incomplete = allow_incomplete;
   try {
-    state->checks = analyzer::parse_check_list(list);
+    state->request.checks = analyzer::parse_check_list(list);
   } catch (const analyzer::CheckError& e) {
     spdlog::error("{}", e.what());
     return nullptr;
@@ -222,7 +278,7 @@ int RunCheck::check_new_traces() {
     spdlog::error("check failed: no trace was written (the program made no device allocation that cumemtrace saw)");
     return kExitCheckFailed;
   }
-  return check_traces(traces, state_->checks, analyzer::Suppressions{}, "");
+  return check_traces(traces, state_->request);
 }
 
 }  // namespace cumemtrace::cli

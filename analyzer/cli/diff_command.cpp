@@ -20,17 +20,21 @@ struct BadLimit {
   std::string message;
 };
 
-std::optional<double> percent_option(const std::string& text, const char* option) {
-  if (text.empty()) return std::nullopt;
-  const std::optional<double> percent = analyzer::parse_percent(text);
-  if (!percent) throw BadLimit{std::string(option) + ": '" + text + "' is not a percentage (10 or 10%)"};
+// A limit not given is none; one given empty (an unset shell variable) is a
+// bad limit, never a silent "no limit".
+std::optional<double> percent_option(const std::optional<std::string>& text, const char* option) {
+  if (!text) return std::nullopt;
+  const std::optional<double> percent = analyzer::parse_percent(*text);
+  if (!percent) throw BadLimit{std::string(option) + ": '" + *text + "' is not a percentage (10 or 10%)"};
   return percent;
 }
 
-std::optional<std::uint64_t> size_option(const std::string& text, const char* option) {
-  if (text.empty()) return std::nullopt;
-  const std::optional<std::uint64_t> bytes = analyzer::parse_size(text);
-  if (!bytes) throw BadLimit{std::string(option) + ": '" + text + "' is not a size (bytes, or with a unit: 512MiB, 2GiB)"};
+std::optional<std::uint64_t> size_option(const std::optional<std::string>& text, const char* option) {
+  if (!text) return std::nullopt;
+  const std::optional<std::uint64_t> bytes = analyzer::parse_size(*text);
+  if (!bytes) {
+    throw BadLimit{std::string(option) + ": '" + *text + "' is not a size (bytes, or with a unit: 512MiB, 2GiB)"};
+  }
   return bytes;
 }
 
@@ -52,6 +56,9 @@ CLI::App* add_diff_command(CLI::App& app, DiffArgs& args) {
                    "Regression if leaked memory grows by more than this (SIZE: bytes, 512MiB, 2GiB)");
   diff->add_option("--max-growth-increase", args.max_growth_increase,
                    "Regression if the largest growth leak per iteration grows by more than this (SIZE)");
+  diff->add_flag("--allow-incomplete", args.allow_incomplete,
+                 "With limits: judge traces that were cut short, lost events or were completed after a kill "
+                 "(by default such a trace is a failure, exit 1)");
   return diff;
 }
 
@@ -63,6 +70,7 @@ int diff_command(const DiffArgs& args) {
     limits.max_reserved_increase_percent = percent_option(args.max_reserved_increase, "--max-reserved-increase");
     limits.max_leak_increase = size_option(args.max_leak_increase, "--max-leak-increase");
     limits.max_growth_increase = size_option(args.max_growth_increase, "--max-growth-increase");
+    limits.allow_incomplete = args.allow_incomplete;
   } catch (const BadLimit& e) {
     spdlog::error("{}", e.message);
     return kExitUsage;
@@ -71,17 +79,18 @@ int diff_command(const DiffArgs& args) {
     const TraceDiff diff =
         diff_reports(load_json_report(args.base), load_json_report(args.next), args.base, args.next, args.sites);
     const std::vector<std::string> regressions = find_regressions(diff, limits);
+    // An incomplete trace, not allowed: the lines say why nothing was compared.
+    const bool unjudged = limits.any() && !limits.allow_incomplete &&
+                          (!diff.base_incomplete.empty() || !diff.next_incomplete.empty());
     std::string text;
     if (args.format == "json") {
       text = render_diff_json(diff, regressions).dump(2, ' ', false, nlohmann::ordered_json::error_handler_t::replace) + "\n";
     } else {
       text = render_diff_text(diff);
       // The verdict belongs in the comparison too, not only on stderr (-o FILE keeps it).
-      const bool limited = limits.max_peak_increase_percent || limits.max_reserved_increase_percent ||
-                           limits.max_leak_increase || limits.max_growth_increase;
-      if (limited && regressions.empty()) text += "\nLimits: every one held.\n";
+      if (limits.any() && regressions.empty()) text += "\nLimits: every one held.\n";
       if (!regressions.empty()) {
-        text += "\nRegressions (over the limits):\n";
+        text += unjudged ? "\nNot judged:\n" : "\nRegressions (over the limits):\n";
         for (const std::string& regression : regressions) text += "  " + regression + "\n";
       }
     }
@@ -89,7 +98,9 @@ int diff_command(const DiffArgs& args) {
       spdlog::error("{}", error);
       return kExitUsage;
     }
-    for (const std::string& regression : regressions) spdlog::error("regression: {}", regression);
+    for (const std::string& regression : regressions) {
+      spdlog::error("{}: {}", unjudged ? "diff failed" : "regression", regression);
+    }
     return regressions.empty() ? kExitOk : kExitCheckFailed;
   } catch (const TraceError& e) {
     spdlog::error("{}", e.what());

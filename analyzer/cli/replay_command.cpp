@@ -172,10 +172,11 @@ int replay_command(const ReplayArgs& args) {
   }
   ReplayOptions options;
   options.config = conf.config;
-  if (!args.capacity.empty()) {
-    options.capacity = parse_capacity(args.capacity);
+  // Given empty (an unset shell variable) is an error, not the default capacity.
+  if (args.capacity) {
+    options.capacity = parse_capacity(*args.capacity);
     if (!options.capacity || *options.capacity == 0) {
-      spdlog::error("--capacity: '{}' is not a size (e.g. 80GiB, 512MiB, 4096, unlimited)", args.capacity);
+      spdlog::error("--capacity: '{}' is not a size (e.g. 80GiB, 512MiB, 4096, unlimited)", *args.capacity);
       return kExitUsage;
     }
   }

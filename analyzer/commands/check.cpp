@@ -13,6 +13,7 @@
 
 #include "cumemtrace/analyzer/units.h"
 #include "analyze/report_figures.h"
+#include "analyze/site_labels.h"
 
 namespace cumemtrace::analyzer {
 
@@ -22,6 +23,8 @@ using Json = nlohmann::ordered_json;
 
 // A suppression line that names object files, not functions.
 constexpr std::string_view kModulePrefix = "module:";
+constexpr std::string_view kFilePrefix = "file:";  // and this one source files
+constexpr std::string_view kArrow = " \xE2\x86\x90 ";  // " ← " between a label's frames
 
 // ratio: a positive real number, not bounded by 1 (reserved / allocated).
 enum class ValueType : std::uint8_t { size, count, fraction, ratio };
@@ -275,6 +278,136 @@ Measured measure(const Json& report, Metric metric, const Suppressions& suppress
   return m;
 }
 
+// What a suppression line is matched against: a frame the site's label
+// names, with the name the label shows for it (Suppressions in check.h).
+struct ShownFrame {
+  std::string name;             // as the label shows it: "keep_loss_for_logging", "Trainer.evaluate"
+  const Json* frame = nullptr;  // the report's frame; null when only the label's text is known
+};
+
+const std::string* text_of(const Json& frame, const char* key) {
+  if (!frame.is_object()) return nullptr;
+  const auto member = frame.find(key);
+  return member != frame.end() && member->is_string() ? &member->get_ref<const std::string&>() : nullptr;
+}
+
+bool is_python(const Json& frame) {
+  const auto py = frame.find("py");
+  return py != frame.end() && py->is_boolean() && py->get<bool>();
+}
+
+bool path_matches(std::string_view glob, std::string_view path) {
+  return glob_match(glob, detail::base_name(path)) || glob_match(glob, path);
+}
+
+// "train.py:61", "libc10_cuda.so+0x1234", "0x7f00…": how a label shows a
+// frame without a function name (site_labels.cpp's location()).
+std::string frame_location(const Json& frame) {
+  if (const std::string* file = text_of(frame, "file"); file != nullptr && !file->empty()) {
+    std::string text(detail::base_name(*file));
+    if (const std::optional<std::uint64_t> line = uint_at(frame, "line")) text += ":" + std::to_string(*line);
+    return text;
+  }
+  const std::string* module = text_of(frame, "module");
+  const std::string* off = text_of(frame, "off");
+  if (module != nullptr && !module->empty()) {
+    return std::string(detail::base_name(*module)) + "+" + (off != nullptr ? *off : std::string());
+  }
+  const std::string* ip = text_of(frame, "ip");
+  return ip != nullptr ? *ip : std::string("??");
+}
+
+// A label's part ("name", "name (where)", or "where" for a frame without a
+// name) shows `frame`; its name then, as the label has it.
+std::optional<std::string> shown_as(std::string_view part, const Json& frame) {
+  if (const std::string* fn = text_of(frame, "fn"); fn != nullptr && !fn->empty()) {
+    for (const std::string& name : {detail::short_function_name(*fn), *fn}) {
+      if (part == name || (part.starts_with(name) && part.substr(name.size()).starts_with(" ("))) return name;
+    }
+    return std::nullopt;
+  }
+  if (part == frame_location(frame) || part == "??") return std::string();
+  return std::nullopt;
+}
+
+// The frames a leak group's or growth entry's label spans, innermost first:
+// from the innermost frame out to the last one the label names, the shared
+// helpers it skips between them included; never the callers beyond it.
+std::vector<ShownFrame> label_frames(const Json& entry) {
+  std::vector<ShownFrame> shown;
+  const auto frames_it = entry.find("frames");
+  const Json* frames = frames_it != entry.end() && frames_it->is_array() ? &*frames_it : nullptr;
+  const std::string* label = text_of(entry, "label");
+  if (label == nullptr || label->empty() || *label == detail::kNoStackLabel) {
+    // No label (an older report, a hand-written entry): the innermost frame.
+    if (frames != nullptr && !frames->empty()) {
+      const Json& first = frames->front();
+      const std::string* fn = text_of(first, "fn");
+      shown.push_back({fn != nullptr ? detail::short_function_name(*fn) : std::string(), &first});
+    } else if (const auto functions = entry.find("functions");
+               functions != entry.end() && functions->is_array() && !functions->empty() &&
+               functions->front().is_string()) {
+      shown.push_back({detail::short_function_name(functions->front().get<std::string>()), nullptr});
+    }
+    return shown;
+  }
+  std::string_view rest = *label;
+  // The caller's tag that makes identical-looking labels unique: " [stack 7]".
+  if (const std::size_t tag = rest.rfind(" [stack "); tag != std::string_view::npos && rest.ends_with(']')) {
+    rest = rest.substr(0, tag);
+  }
+  std::size_t next = 0;  // the label's frames come innermost first
+  while (true) {
+    const std::size_t arrow = rest.find(kArrow);
+    const std::string_view part = rest.substr(0, arrow);
+    bool found = false;
+    for (std::size_t i = next; frames != nullptr && i < frames->size(); ++i) {
+      if (std::optional<std::string> name = shown_as(part, (*frames)[i])) {
+        // The frames before it that the label skips (a shared helper, the
+        // way from Python into native code), by their short names.
+        for (std::size_t skipped = next; skipped < i; ++skipped) {
+          const std::string* fn = text_of((*frames)[skipped], "fn");
+          shown.push_back({fn != nullptr ? detail::short_function_name(*fn) : std::string(), &(*frames)[skipped]});
+        }
+        shown.push_back({std::move(*name), &(*frames)[i]});
+        next = i + 1;
+        found = true;
+        break;
+      }
+    }
+    if (!found) {
+      // Text only: the name before " (where)".
+      const std::size_t where = part.rfind(" (");
+      shown.push_back({std::string(where != std::string_view::npos && part.ends_with(')') ? part.substr(0, where) : part),
+                       nullptr});
+    }
+    if (arrow == std::string_view::npos) break;
+    rest.remove_prefix(arrow + kArrow.size());
+  }
+  return shown;
+}
+
+bool pattern_matches(const Suppressions::Pattern& p, const ShownFrame& f) {
+  switch (p.kind) {
+    case Suppressions::Kind::function: {
+      if (!f.name.empty() && glob_match(p.glob, f.name)) return true;
+      const std::string* fn = f.frame != nullptr ? text_of(*f.frame, "fn") : nullptr;
+      return fn != nullptr && glob_match(p.glob, *fn);
+    }
+    case Suppressions::Kind::module: {
+      if (f.frame == nullptr) return false;
+      // A Python frame's object file is its source file.
+      const std::string* module = text_of(*f.frame, is_python(*f.frame) ? "file" : "module");
+      return module != nullptr && !module->empty() && path_matches(p.glob, *module);
+    }
+    case Suppressions::Kind::file: {
+      const std::string* file = f.frame != nullptr ? text_of(*f.frame, "file") : nullptr;
+      return file != nullptr && !file->empty() && path_matches(p.glob, *file);
+    }
+  }
+  return false;
+}
+
 }  // namespace
 
 std::string_view metric_name(Metric m) { return info(m).name; }
@@ -326,6 +459,11 @@ Check make_check(Metric metric, Comparison comparison, std::string_view limit_te
 
 std::vector<Check> parse_check_list(std::string_view text) {
   std::vector<Check> checks;
+  // `--check "$LIMITS"` with LIMITS unset: no check at all would pass silently.
+  if (trim(text).empty()) {
+    throw CheckError("--check: an empty list checks nothing (an unset variable?); give limits such as "
+                     "'peak<=2GiB,leaked==0'");
+  }
   std::size_t start = 0;
   while (start <= text.size()) {
     const std::size_t comma = std::min(text.find(',', start), text.size());
@@ -391,18 +529,26 @@ bool glob_match(std::string_view pattern, std::string_view text) {
 Suppressions Suppressions::parse(std::string_view text) {
   Suppressions s;
   std::size_t start = 0;
-  while (start < text.size()) {
+  for (std::size_t number = 1; start < text.size(); ++number) {
     const std::size_t end = std::min(text.find('\n', start), text.size());
     std::string_view line = text.substr(start, end - start);
     start = end + 1;
     if (const std::size_t hash = line.find('#'); hash != std::string_view::npos) line = line.substr(0, hash);
     line = trim(line);
+    Pattern pattern;
+    pattern.line = number;
+    pattern.written = std::string(line);
+    std::string_view glob = line;
     if (line.starts_with(kModulePrefix)) {
-      const std::string_view glob = trim(line.substr(kModulePrefix.size()));
-      if (!glob.empty()) s.module_patterns_.emplace_back(glob);
-    } else if (!line.empty()) {
-      s.patterns_.emplace_back(line);
+      pattern.kind = Kind::module;
+      glob = trim(line.substr(kModulePrefix.size()));
+    } else if (line.starts_with(kFilePrefix)) {
+      pattern.kind = Kind::file;
+      glob = trim(line.substr(kFilePrefix.size()));
     }
+    if (glob.empty()) continue;  // blank, or a prefix with nothing after it
+    pattern.glob = std::string(glob);
+    s.patterns_.push_back(std::move(pattern));
   }
   return s;
 }
@@ -412,56 +558,107 @@ Suppressions Suppressions::load(const std::string& path) {
   if (!in) throw CheckError("--suppressions: cannot read " + path + ": " + std::strerror(errno));
   std::ostringstream content;
   content << in.rdbuf();
-  return parse(content.str());
+  Suppressions s = parse(content.str());
+  s.source_ = path;
+  return s;
 }
 
 bool Suppressions::matches(std::string_view function) const {
-  return std::any_of(patterns_.begin(), patterns_.end(),
-                     [function](const std::string& pattern) { return glob_match(pattern, function); });
+  return std::any_of(patterns_.begin(), patterns_.end(), [function](const Pattern& p) {
+    return p.kind == Kind::function && glob_match(p.glob, function);
+  });
 }
 
 bool Suppressions::matches_module(std::string_view module_path) const {
-  const std::string_view file_name = detail::base_name(module_path);
-  return std::any_of(module_patterns_.begin(), module_patterns_.end(), [&](const std::string& pattern) {
-    return glob_match(pattern, file_name) || glob_match(pattern, module_path);
-  });
+  return std::any_of(patterns_.begin(), patterns_.end(),
+                     [&](const Pattern& p) { return p.kind == Kind::module && path_matches(p.glob, module_path); });
 }
 
-bool Suppressions::suppresses(const Json& entry) const {
-  if (empty() || !entry.is_object()) return false;
-  // The frame's member `key` as a string, or nothing.
-  auto text_of = [](const Json& frame, const char* key) -> const std::string* {
-    if (!frame.is_object()) return nullptr;
-    const auto member = frame.find(key);
-    return member != frame.end() && member->is_string() ? &member->get_ref<const std::string&>() : nullptr;
-  };
-  const auto frames = entry.find("frames");
-  const bool has_frames = frames != entry.end() && frames->is_array();
-  // A Python frame's object file is its source file: `module:train.py`,
-  // `module:*/site-packages/*` reach Python frames as `module:libc10*` native ones.
-  const auto is_python = [](const Json& frame) {
-    const auto py = frame.find("py");
-    return py != frame.end() && py->is_boolean() && py->get<bool>();
-  };
-  if (!module_patterns_.empty() && has_frames &&
-      std::any_of(frames->begin(), frames->end(), [&](const Json& frame) {
-        if (!frame.is_object()) return false;
-        const std::string* module = text_of(frame, is_python(frame) ? "file" : "module");
-        return module != nullptr && matches_module(*module);
-      })) {
-    return true;
+std::vector<std::size_t> Suppressions::matching(const Json& entry) const {
+  std::vector<std::size_t> found;
+  if (patterns_.empty() || !entry.is_object()) return found;
+  const std::vector<ShownFrame> shown = label_frames(entry);
+  for (std::size_t i = 0; i < patterns_.size(); ++i) {
+    const Pattern& p = patterns_[i];
+    if (std::any_of(shown.begin(), shown.end(), [&p](const ShownFrame& f) { return pattern_matches(p, f); })) {
+      found.push_back(i);
+    }
   }
-  if (patterns_.empty()) return false;
-  const auto functions = entry.find("functions");
-  if (functions != entry.end() && functions->is_array()) {
-    return std::any_of(functions->begin(), functions->end(),
-                       [this](const Json& fn) { return fn.is_string() && matches(fn.get_ref<const std::string&>()); });
+  return found;
+}
+
+bool Suppressions::suppresses(const Json& entry) const { return !matching(entry).empty(); }
+
+std::vector<SuppressionUse> suppression_uses(const Json& report, const Suppressions& suppressions) {
+  std::vector<SuppressionUse> uses(suppressions.patterns().size());
+  for (std::size_t i = 0; i < uses.size(); ++i) uses[i].pattern = i;
+  if (uses.empty()) return uses;
+  if (const auto leaks = report.find("leaks"); leaks != report.end() && leaks->is_array()) {
+    for (const Json& group : *leaks) {
+      for (std::size_t i : suppressions.matching(group)) {
+        uses[i].leaked_count += uint_at(group, "count").value_or(0);
+        uses[i].leaked_bytes += uint_at(group, "bytes").value_or(0);
+      }
+    }
   }
-  if (!has_frames) return false;
-  return std::any_of(frames->begin(), frames->end(), [&](const Json& frame) {
-    const std::string* fn = text_of(frame, "fn");
-    return fn != nullptr && matches(*fn);
-  });
+  if (const auto growth = report.find("growth"); growth != report.end() && growth->is_array()) {
+    for (const Json& entry : *growth) {
+      for (std::size_t i : suppressions.matching(entry)) {
+        ++uses[i].growth_sites;
+        uses[i].growth_bytes_per_iteration += uint_at(entry, "bytes_per_iteration").value_or(0);
+      }
+    }
+  }
+  return uses;
+}
+
+std::string describe_use(const SuppressionUse& use, const Suppressions& suppressions) {
+  const Suppressions::Pattern& p = suppressions.patterns().at(use.pattern);
+  std::string text = "suppressed by '" + p.written + "' (line " + std::to_string(p.line) + "): ";
+  if (!use.matched()) return text + "nothing";
+  if (use.leaked_count + use.leaked_bytes > 0) {
+    text += std::to_string(use.leaked_count) + (use.leaked_count == 1 ? " leaked allocation, " : " leaked allocations, ") +
+            format_bytes(use.leaked_bytes);
+  }
+  if (use.growth_sites > 0) {
+    if (use.leaked_count + use.leaked_bytes > 0) text += "; ";
+    text += std::to_string(use.growth_sites) + (use.growth_sites == 1 ? " growing site, " : " growing sites, ") +
+            format_bytes(use.growth_bytes_per_iteration) + " per iteration";
+  }
+  return text;
+}
+
+std::string incomplete_reason(const Json& report) {
+  std::vector<std::string> reasons;
+  const auto flag = [&report](const char* key) {
+    const auto it = report.find(key);
+    return it != report.end() && it->is_boolean() && it->get<bool>();
+  };
+  const auto end = report.find("end");
+  const bool has_end = end != report.end() && end->is_object();
+  // From the reader's own keys (REPORT_FORMAT.md); a hand-made report without them is taken as it is.
+  if (const auto said = report.find("has_end"); said != report.end() && said->is_boolean() && !said->get<bool>()) {
+    reasons.emplace_back("the trace has no end line (the program was cut short)");
+  } else if (flag("truncated")) {
+    reasons.emplace_back("the trace's last line is cut off (the program was cut short)");
+  }
+  if (has_end) {
+    if (const std::uint64_t dropped = uint_at(*end, "dropped").value_or(0); dropped > 0) {
+      reasons.push_back("the writer dropped " + std::to_string(dropped) + (dropped == 1 ? " event" : " events") +
+                        " (leaks and peaks may be off)");
+    }
+  }
+  if (const std::uint64_t bad = uint_at(report, "bad_lines").value_or(0); bad > 0) {
+    reasons.push_back(std::to_string(bad) + (bad == 1 ? " line" : " lines") + " could not be read");
+  }
+  // TRACE_FORMAT.md: `killed` is an end written afterwards for a process
+  // that died by SIGKILL or the OOM killer; what it held then is no leak.
+  if (has_end && end->value("reason", std::string()) == "killed") {
+    reasons.emplace_back("the program was killed and its trace completed afterwards (what was live then is no leak)");
+  }
+  std::string text;
+  for (const std::string& r : reasons) text += (text.empty() ? "" : "; ") + r;
+  return text;
 }
 
 std::vector<CheckResult> evaluate_checks(const Json& report, const std::vector<Check>& checks,

@@ -94,6 +94,11 @@ std::string junit_xml(const std::vector<TraceVerdict>& verdicts) {
       ++errors;
       continue;
     }
+    if (!v.incomplete.empty()) {
+      ++tests;
+      ++failures;
+      continue;
+    }
     tests += v.results.size();
     for (const CheckResult& r : v.results) failures += r.passed() ? 0 : 1;
   }
@@ -107,6 +112,19 @@ std::string junit_xml(const std::vector<TraceVerdict>& verdicts) {
       xml += "    <testcase classname=\"cumemtrace.check\" name=\"read trace\">\n";
       xml += "      <error message=\"" + xml_escape(v.read_error) + "\"/>\n";
       xml += "    </testcase>\n  </testsuite>\n";
+      continue;
+    }
+    // The suite's output: the suppressions' figures, an incomplete trace judged anyway.
+    std::string system_out;
+    for (const std::string& note : v.notes) system_out += (system_out.empty() ? "" : "\n") + note;
+    if (!system_out.empty()) system_out = "    <system-out>" + xml_escape(system_out) + "</system-out>\n";
+    if (!v.incomplete.empty()) {
+      // Not judged: one failing test that says why and what to do.
+      const std::string message = xml_escape(v.incomplete + " (trace " + v.trace + ")");
+      xml += "  <testsuite name=\"" + suite + "\" tests=\"1\" failures=\"1\" errors=\"0\">\n";
+      xml += "    <testcase classname=\"cumemtrace.check\" name=\"complete trace\">\n";
+      xml += "      <failure message=\"" + message + "\">" + message + "</failure>\n    </testcase>\n";
+      xml += system_out + "  </testsuite>\n";
       continue;
     }
     std::size_t suite_failures = 0;
@@ -128,7 +146,7 @@ std::string junit_xml(const std::vector<TraceVerdict>& verdicts) {
       const std::string message = xml_escape(r.message + " (trace " + v.trace + ")");
       xml += ">\n      <failure message=\"" + message + "\">" + message + "</failure>\n    </testcase>\n";
     }
-    xml += "  </testsuite>\n";
+    xml += system_out + "  </testsuite>\n";
   }
   xml += "</testsuites>\n";
   return xml;

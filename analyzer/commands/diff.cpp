@@ -6,6 +6,7 @@
 #include <map>
 #include <tuple>
 
+#include "cumemtrace/analyzer/check.h"
 #include "cumemtrace/analyzer/units.h"
 #include "analyze/report_figures.h"
 #include "analyze/site_labels.h"
@@ -312,11 +313,24 @@ TraceDiff diff_reports(const Json& base, const Json& next, std::string base_name
   diff.leaked_sites = site_changes(base, next, "leaks", max_sites).value_or(std::vector<SiteChange>{});
   diff.peak_sites = site_changes(base, next, "top_at_peak", max_sites);
   label_sites(diff, base, next);
+  diff.base_incomplete = incomplete_reason(base);
+  diff.next_incomplete = incomplete_reason(next);
   return diff;
 }
 
 std::vector<std::string> find_regressions(const TraceDiff& diff, const DiffLimits& limits) {
   std::vector<std::string> found;
+  if (!limits.any()) return found;
+  // A regression verdict from a partial trace would be a guess (DESIGN.md).
+  if (!limits.allow_incomplete) {
+    for (const auto& [name, why] : {std::pair{&diff.base_name, &diff.base_incomplete},
+                                    std::pair{&diff.next_name, &diff.next_incomplete}}) {
+      if (!why->empty()) {
+        found.push_back("incomplete trace " + *name + ": " + *why + "; " + std::string(kAllowIncompleteHint));
+      }
+    }
+    if (!found.empty()) return found;
+  }
   const auto unavailable = [&](const DiffFigure& f) {
     found.push_back(f.label + " not available in " + (!f.base ? diff.base_name : diff.next_name));
   };
@@ -347,7 +361,12 @@ std::vector<std::string> find_regressions(const TraceDiff& diff, const DiffLimit
 }
 
 std::string render_diff_text(const TraceDiff& diff) {
-  std::string out = "cumemtrace diff\n  base: " + diff.base_name + "\n  new:  " + diff.next_name + "\n\n";
+  // An incomplete trace says so first, beside its name.
+  const auto named = [](const std::string& name, const std::string& incomplete) {
+    return incomplete.empty() ? name : name + "  (INCOMPLETE: " + incomplete + ")";
+  };
+  std::string out = "cumemtrace diff\n  base: " + named(diff.base_name, diff.base_incomplete) +
+                    "\n  new:  " + named(diff.next_name, diff.next_incomplete) + "\n\n";
   char header[256];
   std::snprintf(header, sizeof header, "%-24s %14s %14s   %s\n", "Total", "base", "new", "change");
   out += header;
@@ -371,6 +390,8 @@ Json render_diff_json(const TraceDiff& diff, const std::vector<std::string>& reg
   Json j;
   j["base"] = diff.base_name;
   j["new"] = diff.next_name;
+  const auto incomplete = [](const std::string& why) { return why.empty() ? Json(nullptr) : Json(why); };
+  j["incomplete"] = Json{{"base", incomplete(diff.base_incomplete)}, {"new", incomplete(diff.next_incomplete)}};
   Json totals = Json::object();
   for (const DiffFigure& f : diff.totals) totals[f.key] = figure_json(f);
   j["totals"] = std::move(totals);

@@ -141,6 +141,10 @@ void render_summary(std::string& out, const Json& report) {
       out += "<p class=\"warn\">The writer dropped " + std::to_string(*dropped) +
              " events: the figures below may be incomplete.</p>";
     }
+    if (text_member(*end, "reason") == "killed") {
+      out += "<p class=\"warn\">The process was killed and its trace completed afterwards: what was live then "
+             "is no leak.</p>";
+    }
   }
   out += "<table><tbody>";
   fact_row(out, "peak allocated", peak_text(report, "allocated"));

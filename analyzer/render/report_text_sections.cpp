@@ -74,6 +74,18 @@ void write_summary(std::ostringstream& out, const TraceReader& reader, const Ana
     out << "  TRUNCATED:       the trace was cut after line " << stats.last_complete_line
         << "; every figure is as of the cut\n";
   }
+  // Said first, as TRUNCATED is: `check` will not judge such a trace either.
+  if (stats.end && stats.end->dropped > 0) {
+    out << "  INCOMPLETE:      the writer dropped " << plural(stats.end->dropped, "event", "events")
+        << "; leaks and peaks may be off\n";
+  }
+  if (stats.bad_lines > 0) {
+    out << "  INCOMPLETE:      " << plural(stats.bad_lines, "line", "lines") << " could not be read (listed at the end)\n";
+  }
+  if (stats.end && stats.end->reason_text == "killed") {
+    out << "  KILLED:          the process was killed and its trace completed afterwards; what was live then "
+           "is no leak\n";
+  }
   out << "  peak allocated:  " << short_peak(total.allocated, total.allocated_peak_phase) << "\n";
   out << "  peak reserved:   " << short_peak(total.reserved, total.reserved_peak_phase) << "\n";
 

@@ -23,7 +23,7 @@ endfunction()
 cumemtrace_golden_command(check_pass
   "check|normal_leak.jsonl|--max-peak-allocated|4MiB|--max-peak-reserved|20MiB|--max-leaked-count|3|--max-ooms|0")
 cumemtrace_golden_command(check_fail
-  "check|normal_leak.jsonl|two_devices.jsonl|truncated.jsonl|--max-peak-allocated|1GiB|--max-leaked-bytes|4KiB|--max-ooms|0|--suppressions|known_leaks.supp")
+  "check|normal_leak.jsonl|two_devices.jsonl|truncated.jsonl|--max-peak-allocated|1GiB|--max-leaked-bytes|4KiB|--max-ooms|0|--suppressions|known_leaks.supp|--allow-incomplete")
 cumemtrace_golden_command(check_junit
   "check|normal_leak.jsonl|two_devices.jsonl|--max-peak-reserved|3GiB|--max-leaked-count|1|--junit|@OUTPUT@" junit.xml)
 cumemtrace_golden_command(check_growth
@@ -44,3 +44,14 @@ cumemtrace_golden_command(check_python_fail
   "check|python_frames.jsonl|--max-leaked-bytes|0|--suppressions|python_frames_model.supp")
 cumemtrace_golden_command(diff_python "diff|python_frames.jsonl|python_frames_v2.jsonl")
 cumemtrace_golden_command(report_python_full_stacks "report|python_frames.jsonl|--full-stacks")
+# No verdict from a partial trace (issue 21): a header alone, an end written
+# after a kill, a cut trace with unreadable lines; and diff with a limit.
+cumemtrace_golden_command(check_incomplete
+  "check|header_only.jsonl|killed.jsonl|truncated.jsonl|--max-leaked-bytes|0")
+cumemtrace_golden_command(diff_incomplete "diff|truncated.jsonl|normal_leak.jsonl|--max-peak-increase|10")
+# Suppressions match what the label shows: the name a failure line prints,
+# not an outer caller (main), each line's share printed, an unused line warned.
+cumemtrace_golden_command(check_suppress_shown_name
+  "check|shared_helper.jsonl|--max-leaked-bytes|0|--max-growth|0|--suppressions|shared_helper.supp")
+cumemtrace_golden_command(check_suppress_outer_frame
+  "check|shared_helper.jsonl|--max-leaked-bytes|0|--max-growth|0|--suppressions|outer_frame.supp")

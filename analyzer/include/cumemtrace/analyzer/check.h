@@ -64,31 +64,78 @@ Check make_check(Metric metric, Comparison comparison, std::string_view limit_te
 // none). Throws CheckError.
 std::vector<Check> parse_check_list(std::string_view text);
 
-// Known leaks, by function name: one glob per line (`*` matches any run of
-// characters), `#` starts a comment, blank lines are ignored. A leak group
-// or growth leak is suppressed when any function of its stack matches
-// (Python functions by their qualified names, `Trainer.*`).
-// `module:GLOB` lines match the object file of any frame instead, by its
-// file name or its whole path (`module:libc10_cuda.so`: PyTorch's caching
-// allocator, whose segments are still held at exit); they also reach
-// frames without a function name (a stripped library's own functions). For
-// a Python frame they match its source file (`module:data_loader.py`).
+// Known leaks. A line is a glob (`*` matches any run of characters; `#`
+// starts a comment, blank lines are ignored) matched against what the
+// report shows for a leak group or growth entry: the frames its label spans
+// (`device_alloc ← keep_loss_for_logging`: from the innermost frame out to
+// the caller that tells the site apart, as `check`'s failure lines print
+// it, with the shared helpers the label skips between them), never the
+// callers beyond (`main`, the training loop), so a line that names an outer
+// frame cannot silence every site. For each such frame:
+//   GLOB          its function as the label shows it (no return type, no
+//                 parameters: `keep_loss_for_logging`, `Trainer.evaluate`),
+//                 or its full demangled name (`*keep_loss_for_logging(*`);
+//   module:GLOB   its object file, by file name or whole path
+//                 (`module:libc10_cuda.so`: PyTorch's caching allocator,
+//                 whose segments are still held at exit), frames without a
+//                 function name included; for a Python frame, its source file;
+//   file:GLOB     its source file (a Python frame's, or a native frame's
+//                 file:line from the trace or --symbolize), by name or path.
+// An entry without a label (an older report) is matched by its innermost frame.
 class Suppressions {
  public:
+  enum class Kind : std::uint8_t { function, module, file };
+  struct Pattern {
+    Kind kind = Kind::function;
+    std::string glob;     // without its `module:` or `file:`
+    std::string written;  // the line as written, comment and blanks trimmed
+    std::size_t line = 0;  // 1-based, in the file
+  };
+
   static Suppressions parse(std::string_view text);
   static Suppressions load(const std::string& path);  // throws CheckError
 
-  bool empty() const { return patterns_.empty() && module_patterns_.empty(); }
+  bool empty() const { return patterns_.empty(); }
+  const std::vector<Pattern>& patterns() const { return patterns_; }
+  // The path load() read ("" after parse()), for messages.
+  const std::string& source() const { return source_; }
+  // Whether a function-name / module line matches this name / object file
+  // (by file name or whole path).
   bool matches(std::string_view function) const;
   bool matches_module(std::string_view module_path) const;
-  // `entry` is a leak group or growth entry of the report: its `functions`,
-  // else the `fn` of its `frames`; `module:` lines, the `module` of its `frames`.
+  // `entry` is a leak group or growth entry of the report (its `label`,
+  // `frames`, else `functions`).
   bool suppresses(const nlohmann::ordered_json& entry) const;
+  // The index into patterns() of every line that matches `entry`.
+  std::vector<std::size_t> matching(const nlohmann::ordered_json& entry) const;
 
  private:
-  std::vector<std::string> patterns_;
-  std::vector<std::string> module_patterns_;
+  std::vector<Pattern> patterns_;
+  std::string source_;
 };
+
+// What one suppression line covered in one report: every leak group and
+// growth entry it matches (a leak two lines match counts under both).
+struct SuppressionUse {
+  std::size_t pattern = 0;  // index into Suppressions::patterns()
+  std::uint64_t leaked_count = 0, leaked_bytes = 0;
+  std::uint64_t growth_sites = 0, growth_bytes_per_iteration = 0;  // the sum over the sites
+  bool matched() const { return leaked_count + leaked_bytes + growth_sites > 0; }
+};
+// One per line of `suppressions`, in file order.
+std::vector<SuppressionUse> suppression_uses(const nlohmann::ordered_json& report, const Suppressions& suppressions);
+// "suppressed by 'record_loss(*' (line 3): 8 leaked allocations, 15.62 KiB; 1 growing site, 1.95 KiB per iteration"
+std::string describe_use(const SuppressionUse& use, const Suppressions& suppressions);
+
+// Why a trace is not a finished run's record, as one phrase ("the trace has
+// no end line (the program was cut short)"; several joined by "; "), or ""
+// for a complete trace: no end line or a cut last line, events the writer
+// dropped, lines the reader could not read, or an end written after the
+// process was killed (reason `killed`: what was live at the kill is no
+// leak). A PyTorch snapshot (reason `snapshot`) is complete as it is.
+std::string incomplete_reason(const nlohmann::ordered_json& report);
+// What a failing line adds: "pass --allow-incomplete to judge it anyway".
+inline constexpr std::string_view kAllowIncompleteHint = "pass --allow-incomplete to judge it anyway";
 
 bool glob_match(std::string_view pattern, std::string_view text);
 
@@ -115,10 +162,15 @@ std::vector<CheckResult> evaluate_checks(const nlohmann::ordered_json& report, c
 // <failure> with the message for each check that did not pass, an <error>
 // for a trace that could not be read; a pass whose figure is undefined
 // carries its message in <system-out>.
+// An incomplete trace not allowed (`incomplete` set, `results` empty) is one
+// failing <testcase name="complete trace">; `notes` (the suppressions' figures,
+// an incomplete trace judged anyway) go into the suite's <system-out>.
 struct TraceVerdict {
   std::string trace;
   std::string read_error;  // non-empty: the trace could not be read
   std::vector<CheckResult> results;
+  std::string incomplete;  // non-empty: the failure line of an incomplete trace not judged
+  std::vector<std::string> notes;
 };
 std::string junit_xml(const std::vector<TraceVerdict>& verdicts);
 

@@ -39,6 +39,8 @@ struct TraceDiff {
   std::vector<SiteChange> leaked_sites;  // changed sites only, largest change first
   // Live at the allocated peak (`top_at_peak`); nullopt when a report lacks it.
   std::optional<std::vector<SiteChange>> peak_sites;
+  // Why a trace is not a finished run's record (check.h's incomplete_reason); "" when complete.
+  std::string base_incomplete, next_incomplete;
 };
 
 // `max_sites`: how many changed sites to keep per list.
@@ -50,10 +52,16 @@ struct DiffLimits {
   std::optional<double> max_reserved_increase_percent;  // peak_reserved
   std::optional<std::uint64_t> max_leak_increase;       // leaked_bytes, bytes
   std::optional<std::uint64_t> max_growth_increase;     // growth_bytes_per_iteration, bytes
+  bool allow_incomplete = false;  // judge a cut, lossy or killed trace too
+  bool any() const {
+    return max_peak_increase_percent || max_reserved_increase_percent || max_leak_increase || max_growth_increase;
+  }
 };
 
 // One line per limit exceeded ("peak allocated +25.0% (2.00 GiB -> 2.50
-// GiB) > +10%"); a figure missing from a report is a regression too.
+// GiB) > +10%"); a figure missing from a report is a regression too. With a
+// limit, an incomplete trace is not judged unless allow_incomplete: one line
+// per such trace instead, saying why and what to do. Without limits, none.
 std::vector<std::string> find_regressions(const TraceDiff& diff, const DiffLimits& limits);
 
 std::string render_diff_text(const TraceDiff& diff);

@@ -3,6 +3,7 @@
 // waste, and the bounded time series.
 #include <gtest/gtest.h>
 
+#include "analyze/report_figures.h"
 #include "event_feeder.h"
 #include "cumemtrace/analyzer/analysis.h"
 
@@ -54,6 +55,42 @@ TEST(Fragmentation, MetricsAndWorstMomentsAreExact) {
   EXPECT_EQ(series[0].t, 6u);
   EXPECT_DOUBLE_EQ(series[0].cached_free_scattered, 0.9);  // the bucket's maximum: 1 - 100/1000
   EXPECT_EQ(series[0].inactive_split_bytes, 4096u);
+}
+
+// The figure behind `check --max-fragmentation`: the most allocated while
+// reserved stood at its peak, against that peak. What was allocated at an
+// earlier, lower peak does not count, nor do allocations that rise only after
+// reserved has fallen below its peak (here an empty segment given back);
+// those that rise while it still stands there do.
+TEST(Fragmentation, AtPeakReservedCountsOnlyWhatWasAllocatedWhileReservedStoodAtItsPeak) {
+  constexpr std::uint64_t MiB = 1 << 20;
+  {
+    Analysis analysis;
+    testing::EventFeeder feed(analysis);
+    feed.segment_alloc(1, 0x10000000, 9 * MiB);
+    feed.alloc(2, 0x10000000, 8 * MiB);  // 8 MiB of the 9 MiB peak so far
+    feed.free(3, 0x10000000);
+    feed.alloc(4, 0x10000000, 1 * MiB);
+    feed.segment_alloc(5, 0x20000000, 1 * MiB);  // the peak: 10 MiB reserved, 1 MiB allocated
+    feed.segment_free(6, 0x20000000, 1 * MiB);   // never used, given back: 9 MiB
+    feed.alloc(7, 0x10100000, 8 * MiB);          // 9 MiB allocated, below the peak
+    const MemoryTotals& total = analysis.total();
+    EXPECT_EQ(total.reserved.peak, 10 * MiB);
+    EXPECT_EQ(total.allocated.peak, 9 * MiB);
+    EXPECT_EQ(total.allocated_at_reserved_peak, 1 * MiB);
+    EXPECT_DOUBLE_EQ(detail::fragmentation_at_peak_reserved(total), 0.9);
+    EXPECT_DOUBLE_EQ(detail::fragmentation_at_peak_reserved(analysis.devices().at(0).memory), 0.9);
+  }
+  {
+    // Reserved never falls: what is allocated later, at the same peak, counts.
+    Analysis analysis;
+    testing::EventFeeder feed(analysis);
+    feed.segment_alloc(1, 0x10000000, 10 * MiB);  // the peak, 0 allocated
+    feed.alloc(2, 0x10000000, 1 * MiB);
+    feed.alloc(3, 0x10100000, 8 * MiB);
+    EXPECT_EQ(analysis.total().allocated_at_reserved_peak, 9 * MiB);
+    EXPECT_DOUBLE_EQ(detail::fragmentation_at_peak_reserved(analysis.total()), 0.1);
+  }
 }
 
 TEST(Fragmentation, FreshSegmentBeforeItsAllocationIsNotTheWorstMoment) {

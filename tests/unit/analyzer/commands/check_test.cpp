@@ -75,7 +75,9 @@ TEST(Check, ListsWithNamesAliasesAndComparisons) {
     }
     return std::string("(accepted)");
   };
-  EXPECT_EQ(error_of(""), "--check: empty check in ''");
+  // An empty list (an unset variable) checks nothing: an error, never a pass.
+  EXPECT_EQ(error_of(""), "--check: an empty list checks nothing (an unset variable?); give limits such as "
+                          "'peak<=2GiB,leaked==0'");
   EXPECT_EQ(error_of("peak<=1GiB,,leaked==0"), "--check: empty check in 'peak<=1GiB,,leaked==0'");
   EXPECT_EQ(error_of("peak"), "--check: 'peak' is not NAME<=VALUE, NAME<VALUE or NAME==VALUE");
   EXPECT_EQ(error_of("peak>=1GiB"), "--check: 'peak>=1GiB': the comparison must be <=, < or ==");
@@ -127,11 +129,13 @@ TEST(Check, GlobsAndSuppressionFiles) {
   EXPECT_TRUE(s.matches("third_party::init()"));
   EXPECT_FALSE(s.matches("main"));
   EXPECT_FALSE(s.matches("# known leaks"));
-  // From `functions`, else from the frames' fn (null names never match).
-  EXPECT_TRUE(s.suppresses(Json::parse(R"({"functions":["main","warm_up_cache"]})")));
-  EXPECT_TRUE(s.suppresses(Json::parse(R"({"frames":[{"fn":null},{"fn":"third_party::go"}]})")));
-  EXPECT_FALSE(s.suppresses(Json::parse(R"({"frames":[{"fn":null},{"fn":"main"}]})")));
-  EXPECT_FALSE(Suppressions::parse("# nothing\n").suppresses(Json::parse(R"({"functions":["a"]})")));
+  // Without a label, the innermost frame alone: from `frames`, else `functions`
+  // (null names never match); an outer caller never.
+  EXPECT_TRUE(s.suppresses(Json::parse(R"J({"functions":["warm_up_cache","main"]})J")));
+  EXPECT_FALSE(s.suppresses(Json::parse(R"J({"functions":["main","warm_up_cache"]})J")));
+  EXPECT_TRUE(s.suppresses(Json::parse(R"J({"frames":[{"fn":"third_party::go(int)"},{"fn":"main"}]})J")));
+  EXPECT_FALSE(s.suppresses(Json::parse(R"J({"frames":[{"fn":null},{"fn":"third_party::go"}]})J")));
+  EXPECT_FALSE(Suppressions::parse("# nothing\n").suppresses(Json::parse(R"J({"functions":["a"]})J")));
 }
 
 TEST(Check, ModuleSuppressionsMatchAFramesObjectFileNamedOrNot) {
@@ -143,19 +147,58 @@ TEST(Check, ModuleSuppressionsMatchAFramesObjectFileNamedOrNot) {
   EXPECT_FALSE(s.matches("libc10_cuda.so")) << "a module line is no function pattern";
   EXPECT_FALSE(s.matches("module:/opt/vendor/*"));
   // A frame without a function name (a stripped library's own code) is
-  // reached by its module, with or without `functions` in the entry.
-  const Json torch_cache = Json::parse(R"({"functions":["cudaMalloc"],"frames":[
+  // reached by its module, where the label spans it.
+  const Json torch_cache = Json::parse(R"J({"label":"cudaMalloc \u2190 train (train.py:3)","frames":[
       {"fn":"cudaMalloc","module":"/t/lib/libcudart.so.13"},
-      {"fn":null,"module":"/t/lib/libc10_cuda.so","off":"0x1234"}]})");
+      {"fn":null,"module":"/t/lib/libc10_cuda.so","off":"0x1234"},
+      {"py":true,"fn":"train","file":"/w/train.py","line":3},
+      {"fn":"main","module":"/usr/bin/python3"}]})J");
   EXPECT_TRUE(s.suppresses(torch_cache));
-  EXPECT_FALSE(s.suppresses(Json::parse(R"({"frames":[{"fn":null,"module":"/t/lib/libcublas.so.13"}]})")));
-  EXPECT_TRUE(s.suppresses(Json::parse(R"({"functions":["main"],"frames":[]})")));  // function lines still work
+  EXPECT_FALSE(s.suppresses(Json::parse(R"J({"frames":[{"fn":null,"module":"/t/lib/libcublas.so.13"}]})J")));
+  EXPECT_TRUE(s.suppresses(Json::parse(R"J({"functions":["main"],"frames":[]})J")));  // function lines still work
+  EXPECT_FALSE(Suppressions::parse("module:python3\n").suppresses(torch_cache)) << "beyond the label";
   // Only module lines: function names alone never match.
   const Suppressions modules_only = Suppressions::parse("module:libcublas*\n");
   EXPECT_FALSE(modules_only.empty());
-  EXPECT_FALSE(modules_only.suppresses(Json::parse(R"({"functions":["libcublas_init"]})")));
-  EXPECT_TRUE(modules_only.suppresses(Json::parse(R"({"frames":[{"fn":null,"module":"/t/lib/libcublas.so.13"}]})")));
+  EXPECT_FALSE(modules_only.suppresses(Json::parse(R"J({"functions":["libcublas_init"]})J")));
+  EXPECT_TRUE(modules_only.suppresses(Json::parse(R"J({"frames":[{"fn":null,"module":"/t/lib/libcublas.so.13"}]})J")));
   EXPECT_TRUE(Suppressions::parse("module:\n").empty()) << "an empty module pattern is ignored";
+}
+
+// The rule of check.h: a line matches the frames a site's label spans, by
+// the names the label shows or their full names, never an outer caller.
+TEST(Check, SuppressionsMatchWhatTheLabelShows) {
+  // As shared_helper.jsonl's report has it: a helper, the caller that tells
+  // the site apart, main.
+  const Json site = Json::parse(R"J({"label":"device_alloc \u2190 keep_loss_for_logging","frames":[
+      {"fn":"(anonymous namespace)::device_alloc(unsigned long)","module":"/opt/app/bin/toy","off":"0x18ae"},
+      {"fn":"(anonymous namespace)::pool_grow(int)","module":"/opt/app/lib/libpool.so","off":"0x10"},
+      {"fn":"(anonymous namespace)::keep_loss_for_logging(std::vector<void*>&)","module":"/opt/app/bin/toy",
+       "off":"0x1728","file":"/src/toy/losses.cpp","line":12},
+      {"fn":"main","module":"/opt/app/bin/toy","off":"0x132b","file":"/src/toy/main.cpp","line":3}]})J");
+  for (const char* line : {"keep_loss_for_logging", "device_alloc", "keep_loss_*", "*keep_loss_for_logging*",
+                           "(anonymous namespace)::keep_loss_for_logging(*", "pool_grow", "module:libpool.so",
+                           "file:losses.cpp", "file:/src/toy/*"}) {
+    EXPECT_TRUE(Suppressions::parse(line).suppresses(site)) << line;
+  }
+  for (const char* line : {"main", "keep_loss", "file:main.cpp", "module:libother.so", "file:toy"}) {
+    EXPECT_FALSE(Suppressions::parse(line).suppresses(site)) << line;
+  }
+  // A label that grew to tell identical names apart: locations and a tag.
+  const Json tagged = Json::parse(R"J({"label":"device_alloc (toy+0x18ae) \u2190 keep_loss_for_logging (losses.cpp:12) [stack 7]",
+      "frames":)J" + site["frames"].dump() + "}");
+  EXPECT_TRUE(Suppressions::parse("keep_loss_for_logging").suppresses(tagged));
+  EXPECT_FALSE(Suppressions::parse("main").suppresses(tagged));
+  // A Python site reached through ctypes: the label starts at the Python frame.
+  const Json python = Json::parse(R"J({"label":"device_alloc (hooks.py:4) \u2190 Trainer.step (train.py:9)","frames":[
+      {"fn":"ffi_call","module":"/usr/lib/libffi.so.8"},
+      {"py":true,"fn":"device_alloc","file":"/w/hooks.py","line":4},
+      {"py":true,"fn":"Trainer.step","file":"/w/train.py","line":9},
+      {"py":true,"fn":"main","file":"/w/train.py","line":30}]})J");
+  EXPECT_TRUE(Suppressions::parse("Trainer.*").suppresses(python));
+  EXPECT_TRUE(Suppressions::parse("module:hooks.py").suppresses(python));
+  EXPECT_TRUE(Suppressions::parse("file:train.py").suppresses(python));
+  EXPECT_FALSE(Suppressions::parse("main").suppresses(python));
 }
 
 // A report with every key check reads, as REPORT_FORMAT.md describes them.
@@ -248,6 +291,48 @@ TEST(Check, SuppressionsRemoveKnownLeaksAndGrowth) {
                                       "pass: growth per iteration 1.00 KiB (after suppressions) <= 1.00 KiB"}));
 }
 
+TEST(Check, EachSuppressionLineSaysWhatItCovered) {
+  Json report = full_report();
+  report["leaks"][0]["label"] = "warm_up_cache";
+  const Suppressions s = Suppressions::parse("# known\nwarm_up_cache\nmain\nLogger::*\n*\n");
+  const std::vector<SuppressionUse> uses = suppression_uses(report, s);
+  ASSERT_EQ(uses.size(), 4u);
+  EXPECT_EQ(describe_use(uses[0], s), "suppressed by 'warm_up_cache' (line 2): 2 leaked allocations, 8.00 KiB");
+  EXPECT_FALSE(uses[1].matched()) << "main is an outer frame of every site";
+  EXPECT_EQ(describe_use(uses[1], s), "suppressed by 'main' (line 3): nothing");
+  EXPECT_EQ(describe_use(uses[2], s), "suppressed by 'Logger::*' (line 4): 1 growing site, 64.00 KiB per iteration");
+  // A line that matches everything says so: every leak group with a stack and every growing site.
+  EXPECT_EQ(describe_use(uses[3], s),
+            "suppressed by '*' (line 5): 2 leaked allocations, 8.00 KiB; 2 growing sites, 65.00 KiB per iteration");
+}
+
+TEST(Check, AnIncompleteTraceSaysWhy) {
+  Json report = full_report();
+  report["has_end"] = true;
+  report["truncated"] = false;
+  report["bad_lines"] = 0;
+  report["end"] = Json::parse(R"({"t":9,"reason":"exit","live":0,"live_bytes":0,"dropped":0})");
+  EXPECT_EQ(incomplete_reason(report), "");
+  report["end"]["reason"] = "snapshot";  // a PyTorch snapshot is complete as it is
+  EXPECT_EQ(incomplete_reason(report), "");
+  report["end"]["reason"] = "killed";
+  EXPECT_EQ(incomplete_reason(report),
+            "the program was killed and its trace completed afterwards (what was live then is no leak)");
+  report["end"]["reason"] = "exit";
+  report["end"]["dropped"] = 1;
+  EXPECT_EQ(incomplete_reason(report), "the writer dropped 1 event (leaks and peaks may be off)");
+  report["end"]["dropped"] = 0;
+  report["bad_lines"] = 3;
+  EXPECT_EQ(incomplete_reason(report), "3 lines could not be read");
+  report["bad_lines"] = 0;
+  report["truncated"] = true;
+  EXPECT_EQ(incomplete_reason(report), "the trace's last line is cut off (the program was cut short)");
+  report["has_end"] = false;
+  report["end"] = nullptr;
+  report["bad_lines"] = 2;
+  EXPECT_EQ(incomplete_reason(report), "the trace has no end line (the program was cut short); 2 lines could not be read");
+}
+
 TEST(Check, AKeyTheReportLacksIsNeverAPass) {
   // A report from before growth and fragmentation existed, and one whose
   // trace reserved nothing (at_peak_reserved null).
@@ -285,9 +370,9 @@ TEST(Check, JUnitXmlEscapesEverythingFromTheTrace) {
   EXPECT_EQ(xml_escape("\xff\xc3"), "\xEF\xBF\xBD\xEF\xBF\xBD");                    // invalid replaced
   EXPECT_EQ(xml_escape("\xed\xa0\x80"), "\xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBD");    // a surrogate
 
-  TraceVerdict ok{"runs/<ok>.jsonl", "", evaluate_checks(full_report(), parse_check_list("ooms<=2"), {})};
-  TraceVerdict bad{"b&d.jsonl", "", evaluate_checks(full_report(), parse_check_list("peak<1GiB"), {})};
-  TraceVerdict unreadable{"gone.jsonl", "gone.jsonl: cannot open: No such file or directory", {}};
+  TraceVerdict ok{"runs/<ok>.jsonl", "", evaluate_checks(full_report(), parse_check_list("ooms<=2"), {}), "", {}};
+  TraceVerdict bad{"b&d.jsonl", "", evaluate_checks(full_report(), parse_check_list("peak<1GiB"), {}), "", {}};
+  TraceVerdict unreadable{"gone.jsonl", "gone.jsonl: cannot open: No such file or directory", {}, "", {}};
   EXPECT_EQ(junit_xml({ok, bad, unreadable}),
             "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
             "<testsuites name=\"cumemtrace check\" tests=\"3\" failures=\"1\" errors=\"1\">\n"
@@ -307,12 +392,32 @@ TEST(Check, JUnitXmlEscapesEverythingFromTheTrace) {
             "  </testsuite>\n"
             "</testsuites>\n");
 
+  // An incomplete trace not judged: one failing test saying why; notes in the suite's output.
+  TraceVerdict cut{"cut.jsonl", "", {}, "incomplete trace: no end; pass --allow-incomplete to judge it anyway", {}};
+  TraceVerdict noted{"n.jsonl", "", evaluate_checks(full_report(), parse_check_list("ooms<=2"), {}), "",
+                     {"suppressed by 'x' (line 1): 1 leaked allocation, 4.00 KiB", "a<b"}};
+  EXPECT_EQ(junit_xml({cut, noted}),
+            "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
+            "<testsuites name=\"cumemtrace check\" tests=\"2\" failures=\"1\" errors=\"0\">\n"
+            "  <testsuite name=\"cut.jsonl\" tests=\"1\" failures=\"1\" errors=\"0\">\n"
+            "    <testcase classname=\"cumemtrace.check\" name=\"complete trace\">\n"
+            "      <failure message=\"incomplete trace: no end; pass --allow-incomplete to judge it anyway (trace "
+            "cut.jsonl)\">incomplete trace: no end; pass --allow-incomplete to judge it anyway (trace cut.jsonl)"
+            "</failure>\n"
+            "    </testcase>\n"
+            "  </testsuite>\n"
+            "  <testsuite name=\"n.jsonl\" tests=\"1\" failures=\"0\" errors=\"0\">\n"
+            "    <testcase classname=\"cumemtrace.check\" name=\"ooms &lt;= 2\"/>\n"
+            "    <system-out>suppressed by &apos;x&apos; (line 1): 1 leaked allocation, 4.00 KiB&#10;a&lt;b</system-out>\n"
+            "  </testsuite>\n"
+            "</testsuites>\n");
+
   // A pass without a value says why in the test's output; a failing ratio
   // is a failure like any other.
   Json nothing = full_report();
   nothing["peak_allocated"] = 0;
-  TraceVerdict empty{"empty.jsonl", "", evaluate_checks(nothing, parse_check_list("reserved_ratio<=1.25"), {})};
-  TraceVerdict over{"over.jsonl", "", evaluate_checks(full_report(), parse_check_list("reserved_ratio<=1.25"), {})};
+  TraceVerdict empty{"empty.jsonl", "", evaluate_checks(nothing, parse_check_list("reserved_ratio<=1.25"), {}), "", {}};
+  TraceVerdict over{"over.jsonl", "", evaluate_checks(full_report(), parse_check_list("reserved_ratio<=1.25"), {}), "", {}};
   EXPECT_EQ(junit_xml({empty, over}),
             "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
             "<testsuites name=\"cumemtrace check\" tests=\"2\" failures=\"1\" errors=\"0\">\n"
@@ -384,15 +489,27 @@ TEST(Check, CommandExitCodesMessagesAndJUnit) {
                 .exit_code,
             1);
 
-  // Dropped events: said beside the verdicts, which stand.
+  // Dropped events: no verdict, one line saying why and what to do; with
+  // --allow-incomplete judged, and said beside the verdicts.
   testing::write_file(tmp.path("dropped.jsonl"),
                       testing::join_lines({testing::header_line(), testing::alloc_line(2, "0x1000", 2048),
                                            R"({"ev":"end","t":6,"reason":"exit","live":1,"live_bytes":2048,"dropped":7})"}));
   const CommandResult dropped = cli({"check", tmp.path("dropped.jsonl"), "--max-leaked-bytes", "2KiB"});
-  EXPECT_EQ(dropped.exit_code, 0) << dropped.err;
-  EXPECT_EQ(dropped.out, "check " + tmp.path("dropped.jsonl") +
-                             "\n  note: 7 events were dropped while tracing; leaks and peaks may be off\n"
+  EXPECT_EQ(dropped.exit_code, 1) << dropped.err;
+  EXPECT_EQ(dropped.err, "cumemtrace: check failed: incomplete trace: the writer dropped 7 events (leaks and peaks may "
+                         "be off); pass --allow-incomplete to judge it anyway (trace " + tmp.path("dropped.jsonl") + ")\n");
+  const CommandResult allowed =
+      cli({"check", tmp.path("dropped.jsonl"), "--max-leaked-bytes", "2KiB", "--allow-incomplete"});
+  EXPECT_EQ(allowed.exit_code, 0) << allowed.err;
+  EXPECT_EQ(allowed.out, "check " + tmp.path("dropped.jsonl") +
+                             "\n  note: incomplete trace, judged anyway (--allow-incomplete): the writer dropped 7 "
+                             "events (leaks and peaks may be off)\n"
                              "  ok    leaked 2.00 KiB <= 2.00 KiB\n");
+  // The issue's case: a header alone (the run cut before its first event).
+  testing::write_file(tmp.path("header.jsonl"), testing::header_line() + "\n");
+  const CommandResult header_only = cli({"check", tmp.path("header.jsonl"), "--max-leaked-bytes", "0"});
+  EXPECT_EQ(header_only.exit_code, 1) << header_only.err;
+  EXPECT_NE(header_only.err.find("the trace has no end line"), std::string::npos) << header_only.err;
 
   // Several traces: every one is checked, the verdict covers all.
   testing::write_file(tmp.path("small.jsonl"), testing::join_lines({testing::header_line(), testing::end_line(1)}));
@@ -408,6 +525,7 @@ TEST(Check, CommandExitCodesMessagesAndJUnit) {
            {"check", tmp.path("t.jsonl"), "--max-leaked-count", "-1"},
            {"check", tmp.path("t.jsonl"), "--max-fragmentation", "1.2"},
            {"check", tmp.path("t.jsonl"), "--max-ooms", "1", "--max-peak-allocated", ""},  // not "no limit"
+           {"check", tmp.path("t.jsonl"), "--max-leaked-bytes", ""},
            {"check", tmp.path("t.jsonl"), "--max-ooms", "1", "--suppressions", tmp.path("none.supp")},
            {"check", tmp.path("missing.jsonl"), "--max-ooms", "1"},
        }) {
@@ -508,11 +626,61 @@ TEST(Check, RunChecksTheTracesTheProgramWrote) {
   EXPECT_EQ(nothing.exit_code, 1);
   EXPECT_NE(nothing.err.find("check failed: no trace was written"), std::string::npos) << nothing.err;
 
-  // A wrong list: exit 2 before the program runs.
-  const CommandResult bad = cli({"run", "-o", output, "--check", "peak>1KiB", "--", "sh", "-c",
-                                 "touch " + tmp.path("ran")}, env);
-  EXPECT_EQ(bad.exit_code, 2);
-  EXPECT_FALSE(testing::file_exists(tmp.path("ran")));
+  // A wrong or empty list, an empty output: exit 2 before the program runs.
+  for (const std::vector<std::string>& flags : std::vector<std::vector<std::string>>{
+           {"-o", output, "--check", "peak>1KiB"}, {"-o", output, "--check", ""}, {"-o", output, "--check", " "},
+           {"-o", "", "--check", "peak<=1KiB"}, {"--output", ""}}) {
+    std::vector<std::string> args{"run"};
+    args.insert(args.end(), flags.begin(), flags.end());
+    args.insert(args.end(), {"--", "sh", "-c", "touch " + tmp.path("ran")});
+    const CommandResult bad = cli(args, env);
+    EXPECT_EQ(bad.exit_code, 2) << flags.back() << ": " << bad.err;
+    EXPECT_FALSE(testing::file_exists(tmp.path("ran"))) << flags.back();
+  }
+  EXPECT_EQ(cli({"run", "--check", "", "--", "true"}, env).err,
+            "cumemtrace: --check: an empty list checks nothing (an unset variable?); give limits such as "
+            "'peak<=2GiB,leaked==0'\n");
+
+  // A trace the program cut short (no end line): no verdict, unless allowed.
+  const std::string cut_traces = "head -n 3 " + tmp.path("leaky.jsonl") + " > " + tmp.path("run.$$.jsonl");
+  const CommandResult cut = cli({"run", "-o", output, "--check", "peak<=1MiB", "--", "sh", "-c", cut_traces}, env);
+  EXPECT_EQ(cut.exit_code, 1) << cut.err;
+  EXPECT_NE(cut.err.find("check failed: incomplete trace: the trace has no end line (the program was cut short); "
+                         "pass --allow-incomplete to judge it anyway"),
+            std::string::npos) << cut.err;
+  EXPECT_EQ(cli({"run", "-o", output, "--check", "peak<=1MiB", "--allow-incomplete", "--", "sh", "-c", cut_traces}, env)
+                .exit_code,
+            0);
+}
+
+// 10 MiB reserved at the peak with 1 MiB allocated (0.900 unused); 8 MiB
+// allocated before, at a lower peak, and 9 MiB after, once the unused
+// segment went back: neither may make the peak look full.
+// (fragmentation_test.cpp has the same trace as events.)
+std::string fragmented_peak_trace() {
+  return testing::join_lines({
+      testing::header_line(),
+      R"({"ev":"segment_alloc","t":1,"dev":0,"ptr":"0x10000000","size":9437184,"api":"cudaMalloc"})",
+      testing::alloc_line(2, "0x10000000", 8388608),
+      testing::free_line(3, "0x10000000", 8388608),
+      testing::alloc_line(4, "0x10000000", 1048576),
+      R"({"ev":"segment_alloc","t":5,"dev":0,"ptr":"0x20000000","size":1048576,"api":"cudaMalloc"})",
+      R"({"ev":"segment_free","t":6,"dev":0,"ptr":"0x20000000","size":1048576})",
+      testing::alloc_line(7, "0x10100000", 8388608),
+      testing::end_line(8),
+  });
+}
+
+TEST(Check, CommandMaxFragmentationAtTheReservedPeak) {
+  TempDir tmp;
+  const std::string trace = tmp.path("f.jsonl");
+  testing::write_file(trace, fragmented_peak_trace());
+  const CommandResult over = cli({"check", trace, "--max-fragmentation", "0.5"});
+  EXPECT_EQ(over.exit_code, 1) << over.err;
+  EXPECT_EQ(over.out, "check " + trace + "\n  FAIL  fragmentation at peak reserved 0.900 > 0.500\n");
+  const CommandResult at = cli({"check", trace, "--max-fragmentation", "0.9"});
+  EXPECT_EQ(at.exit_code, 0) << at.err;
+  EXPECT_EQ(at.out, "check " + trace + "\n  ok    fragmentation at peak reserved 0.900 <= 0.900\n");
 }
 
 }  // namespace

@@ -125,6 +125,22 @@ TEST(Diff, RegressionsAgainstLimits) {
   growth.max_growth_increase = 1u << 30;
   EXPECT_EQ(find_regressions(diff_reports(old, new_report(), "old.jsonl", "new.jsonl"), growth),
             std::vector<std::string>{"growth per iteration not available in old.jsonl"});
+
+  // An incomplete trace: with a limit, not judged (one line, what to do);
+  // allowed, judged; without limits, no verdict at all.
+  Json cut = new_report();
+  cut["has_end"] = false;
+  const TraceDiff partial = diff_reports(base_report(), cut, "base.jsonl", "cut.jsonl");
+  EXPECT_EQ(partial.next_incomplete, "the trace has no end line (the program was cut short)");
+  EXPECT_EQ(find_regressions(partial, lenient),
+            std::vector<std::string>{"incomplete trace cut.jsonl: the trace has no end line (the program was cut "
+                                     "short); pass --allow-incomplete to judge it anyway"});
+  lenient.allow_incomplete = true;
+  EXPECT_EQ(find_regressions(partial, lenient), std::vector<std::string>{});
+  EXPECT_EQ(find_regressions(partial, DiffLimits{}), std::vector<std::string>{});
+  EXPECT_NE(render_diff_text(partial).find("  new:  cut.jsonl  (INCOMPLETE: the trace has no end line"),
+            std::string::npos);
+  EXPECT_EQ(render_diff_json(partial, {})["incomplete"]["new"], partial.next_incomplete);
 }
 
 CommandResult cli(std::vector<std::string> args) {
@@ -158,6 +174,11 @@ TEST(Diff, CommandExitCodes) {
            {"diff", tmp.path("a.jsonl")},
            {"diff", tmp.path("a.jsonl"), tmp.path("b.jsonl"), "--max-peak-increase", "ten"},
            {"diff", tmp.path("a.jsonl"), tmp.path("b.jsonl"), "--max-leak-increase", "-5"},
+           // An unset variable is no "no limit".
+           {"diff", tmp.path("a.jsonl"), tmp.path("b.jsonl"), "--max-peak-increase", ""},
+           {"diff", tmp.path("a.jsonl"), tmp.path("b.jsonl"), "--max-reserved-increase", ""},
+           {"diff", tmp.path("a.jsonl"), tmp.path("b.jsonl"), "--max-leak-increase", ""},
+           {"diff", tmp.path("a.jsonl"), tmp.path("b.jsonl"), "--max-growth-increase", ""},
            {"diff", tmp.path("a.jsonl"), tmp.path("missing.jsonl")},
        }) {
     const CommandResult r = cli(args);

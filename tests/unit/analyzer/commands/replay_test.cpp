@@ -224,6 +224,10 @@ TEST(ReplayCli, BadArgumentsAreUsageErrors) {
   CommandResult cap = run_command({cli_path(), "replay", dir / "t.jsonl", "--capacity", "lots"});
   EXPECT_EQ(cap.exit_code, 2);
   EXPECT_NE(cap.err.find("'lots' is not a size"), std::string::npos) << cap.err;
+  // Given empty (an unset shell variable): an error, not the trace's own capacity.
+  CommandResult empty_cap = run_command({cli_path(), "replay", dir / "t.jsonl", "--capacity", ""});
+  EXPECT_EQ(empty_cap.exit_code, 2);
+  EXPECT_EQ(empty_cap.err, "cumemtrace: --capacity: '' is not a size (e.g. 80GiB, 512MiB, 4096, unlimited)\n");
   CommandResult missing = run_command({cli_path(), "replay", dir / "absent.jsonl"});
   EXPECT_EQ(missing.exit_code, 2);
 }

@@ -125,12 +125,23 @@ TEST(PythonFrames, HtmlFoldsTheSameRunsIntoDetailsThatOpen) {
 
 TEST(PythonFrames, CheckGlobsMatchPythonNamesAndModuleGlobsTheirFiles) {
   TempDir tmp;
-  const Json leak = read(write_trace(tmp)).json["leaks"][0];
+  Json leak = read(write_trace(tmp)).json["leaks"][0];
+  // The only site: its label is its innermost frame, and the Python frames
+  // are outer callers that a suppression does not reach.
+  ASSERT_EQ(leak["label"], "device_alloc");
+  EXPECT_TRUE(Suppressions::parse("device_alloc\n").suppresses(leak));
+  EXPECT_FALSE(Suppressions::parse("Trainer.*\n").suppresses(leak));
+  EXPECT_FALSE(Suppressions::parse("module:hooks.py\n").suppresses(leak));
+  // A label that reaches them (other sites shared its first frames).
+  leak["label"] = "device_alloc \xE2\x86\x90 Trainer.train_step (train.py:42) \xE2\x86\x90 <lambda> (hooks.py)";
   EXPECT_TRUE(Suppressions::parse("Trainer.*\n").suppresses(leak));
   EXPECT_TRUE(Suppressions::parse("module:hooks.py\n").suppresses(leak));
   EXPECT_TRUE(Suppressions::parse("module:/work/*.py\n").suppresses(leak));
+  EXPECT_TRUE(Suppressions::parse("file:hooks.py\n").suppresses(leak));
+  EXPECT_TRUE(Suppressions::parse("module:libffi.so.8\n").suppresses(leak)) << "a frame the label skips";
   EXPECT_FALSE(Suppressions::parse("module:other.py\n").suppresses(leak));
   EXPECT_FALSE(Suppressions::parse("Trainer.evaluate\n").suppresses(leak));
+  EXPECT_FALSE(Suppressions::parse("main\n").suppresses(leak)) << "beyond the label";
   // A native frame's source file is not its module: native semantics stay.
   const Json native = Json::parse(R"({"frames":[{"ip":"0x1","fn":null,"module":"/bin/app","file":"/src/hooks.py"}]})");
   EXPECT_FALSE(Suppressions::parse("module:hooks.py\n").suppresses(native));
