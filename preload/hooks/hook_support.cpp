@@ -300,6 +300,7 @@ __attribute__((constructor)) void cumemtrace_load() {
     warn("out of memory at start-up; this process is not traced");
   }
   resolve_exec_functions();
+  install_exit_hooks();
   TraceWriter::set_process_hooks(&signals::install, &signals::recheck);
   pthread_atfork(nullptr, nullptr, &on_fork_in_child);
 }
@@ -310,7 +311,8 @@ __attribute__((constructor)) void cumemtrace_load() {
 // exits from its own handler of SIGINT/SIGTERM ends because of the signal.
 __attribute__((destructor)) void cumemtrace_unload() {
   if (Recorder* r = recorder_if_any()) {
-    r->on_exit(signals::in_program_handler() ? format::EndReason::signal : format::EndReason::exit);
+    const int signo = signals::program_handler_signal();
+    r->on_exit(signo != 0 ? format::EndReason::signal : format::EndReason::exit, signo);
   }
 }
 

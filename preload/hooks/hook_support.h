@@ -40,6 +40,10 @@ Recorder* recorder_if_any();
 // never later (a vfork child must not call dlsym).
 void resolve_exec_functions();
 
+// Readies the exports of hooks/exit.cpp (_exit, _Exit, syscall, the
+// at_quick_exit handler); called once at load.
+void install_exit_hooks();
+
 // Marks that this thread is inside a hook. A hooked function that the real
 // CUDA library calls from inside another hook (runtime → driver) is then
 // forwarded without being recorded a second time: one allocation is recorded
@@ -51,6 +55,9 @@ class ReentryGuard {
   ReentryGuard(const ReentryGuard&) = delete;
   ReentryGuard& operator=(const ReentryGuard&) = delete;
   bool outermost() const { return outermost_; }
+  // Whether this thread is inside a hook now: a signal handler that runs
+  // here interrupted our code, which may hold our locks (hooks/exit.cpp).
+  static bool active() { return depth_ > 0; }
 
  private:
   static thread_local int depth_ __attribute__((tls_model("initial-exec")));

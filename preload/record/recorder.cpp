@@ -133,6 +133,7 @@ void Recorder::write_header() {
   // before it imports torch, after this library was loaded.
   append_header_env(header, [](const char* name) { return std::getenv(name); });
   header.ch('}');
+  writer_.keep_pending_file(config_.kill_safe);
   if (!writer_.attach(fd, std::move(path), header)) open_failed_.store(true, std::memory_order_relaxed);
 }
 
@@ -337,12 +338,20 @@ void Recorder::append_end_fields(LineBuffer& end, format::EndReason reason) cons
       .field("live_bytes", live_bytes());
 }
 
-void Recorder::on_exit(format::EndReason reason) {
+void Recorder::on_exit(format::EndReason reason, int signo) {
   if (inert_.load(std::memory_order_relaxed) || !writer_.is_open()) return;
   if (auto before_end = before_end_.load(std::memory_order_acquire)) before_end();
   LineBuffer end;
   append_end_fields(end, reason);
+  if (signo != 0) end.field_i("signal", signo);
   writer_.finish(end);
+}
+
+void Recorder::on_exit_from_signal() noexcept {
+  if (inert_.load(std::memory_order_relaxed) || !writer_.is_open()) return;
+  LineBuffer end;
+  append_end_fields(end, format::EndReason::exit);
+  writer_.finish_from_signal(end);
 }
 
 void Recorder::flush_from_signal() noexcept {

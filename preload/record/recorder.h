@@ -129,8 +129,13 @@ class Recorder {
   // ---- lifecycle -----------------------------------------------------------
 
   // Process exit: writes `end` (reason exit, or signal when the program exits
-  // from its own handler of a terminating signal) and closes the trace.
-  void on_exit(format::EndReason reason = format::EndReason::exit);
+  // from its own handler of a terminating signal: `signo`, 0 if unknown) and
+  // closes the trace.
+  void on_exit(format::EndReason reason = format::EndReason::exit, int signo = 0);
+  // Async-signal-safe. The process ends at once (_exit and its kin) where
+  // nothing may be allocated or waited for: writes everything and `end`
+  // with reason exit.
+  void on_exit_from_signal() noexcept;
 
   // Async-signal-safe. Writes everything recorded so far (before the
   // program's own handler of a terminating signal runs).

@@ -50,7 +50,8 @@ std::atomic<pid_t> g_owner{0};
 // handler that interrupted our own sigaction) goes ahead without it.
 std::atomic<pid_t> g_lock{0};
 
-thread_local int t_in_program_handler __attribute__((tls_model("initial-exec"))) = 0;
+// The signal whose program handler this thread runs now (0: none).
+thread_local int t_program_signal __attribute__((tls_model("initial-exec"))) = 0;
 
 // Not cached: a forked child's thread would keep its parent's id.
 pid_t this_thread() { return static_cast<pid_t>(::syscall(SYS_gettid)); }
@@ -179,14 +180,15 @@ void on_signal(int signo, siginfo_t* info, void* context) {
   // The program's handler may not return (exit, longjmp, _exit): what the
   // threads recorded so far is written first.
   if (r != nullptr) r->flush_from_signal();
-  ++t_in_program_handler;
+  const int outer_signal = t_program_signal;
+  t_program_signal = signo;
   errno = saved_errno;
   if ((word & kSiginfoBit) != 0) {
     reinterpret_cast<void (*)(int, siginfo_t*, void*)>(address)(signo, info, context);
   } else {
     reinterpret_cast<void (*)(int)>(address)(signo);
   }
-  --t_in_program_handler;
+  t_program_signal = outer_signal;
 }
 
 bool owned_by_this_process() { return g_owner.load(std::memory_order_relaxed) == ::getpid(); }
@@ -227,7 +229,9 @@ void forget_lock_after_fork() {
   g_owner.store(::getpid(), std::memory_order_relaxed);  // a fork child's table is its own copy
 }
 
-bool in_program_handler() { return t_in_program_handler > 0; }
+bool in_program_handler() { return t_program_signal != 0; }
+
+int program_handler_signal() { return t_program_signal; }
 
 int program_sigaction(int signo, const struct sigaction* act, struct sigaction* old) {
   Watched* w = watched(signo);

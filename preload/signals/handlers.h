@@ -40,6 +40,8 @@ void forget_lock_after_fork();
 // True while this thread runs a program handler we called for a signal
 // above: a program that exits from it exits because of the signal.
 bool in_program_handler();
+// The signal whose program handler this thread runs (the innermost), 0 if none.
+int program_handler_signal();
 
 // The program's view of sigaction and signal (BSD semantics, like glibc's).
 int program_sigaction(int signo, const struct sigaction* act, struct sigaction* old);

@@ -177,10 +177,11 @@ TEST(PreloadLibrary, NeedsNoCudaLibraryAndExportsOnlyHooks) {
     // entry point (looked up by NVTX in the library NVTX_INJECTION64_PATH
     // names), dlsym under glibc's two versions, and those version
     // definitions; and the process-lifecycle functions that keep the trace
-    // whole (preload/signals/sigaction_hooks.cpp, preload/hooks/exec.cpp).
-    static const std::set<std::string> kLifecycle = {"sigaction", "signal", "bsd_signal", "execve",
-                                                     "execv",     "execvp", "execvpe",    "execl",
-                                                     "execlp",    "execle", "fexecve",    "execveat"};
+    // whole (preload/signals/sigaction_hooks.cpp, preload/hooks/exec.cpp,
+    // preload/hooks/exit.cpp).
+    static const std::set<std::string> kLifecycle = {"sigaction", "signal",   "bsd_signal", "execve", "execv",
+                                                     "execvp",    "execvpe",  "execl",      "execlp", "execle",
+                                                     "fexecve",   "execveat", "_exit",      "_Exit",  "syscall"};
     const bool expected = name.starts_with("cu") || name == "InitializeInjectionNvtx2" ||
                           name == "dlsym@@GLIBC_2.34" || name == "dlsym@GLIBC_2.2.5" ||
                           name == "GLIBC_2.34" || name == "GLIBC_2.2.5" || kLifecycle.contains(name);

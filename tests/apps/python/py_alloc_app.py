@@ -544,10 +544,8 @@ def fork_child(out, label, exit_through_libc):
         manifest = S.start_manifest(out, "fork-" + label)
         manifest.extra["fork_exit"] = "libc exit(0)" if exit_through_libc else "os._exit(0)"
         child_work(label)
-        if not exit_through_libc:
-            # os._exit runs no destructor: the preload writes no end line, but
-            # its writer thread writes each event within CUMEMTRACE_FLUSH_MS.
-            manifest.expect_end = False
+        # os._exit runs no destructor either: the preload's _exit writes the
+        # end line (preload/hooks/exit.cpp).
         manifest.write()
         status = 0
     finally:
@@ -557,8 +555,6 @@ def fork_child(out, label, exit_through_libc):
             # exit(3) runs the C atexit handlers and the preload's destructor
             # (which writes the end line), not Python's finalisation.
             ctypes.CDLL("libc.so.6").exit(0)
-        if status == 0:
-            time.sleep(4 * int(os.environ.get("CUMEMTRACE_FLUSH_MS", "200")) / 1000.0)
         os._exit(status)
 
 

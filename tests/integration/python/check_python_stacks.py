@@ -26,8 +26,9 @@ and pointer) from the same thread, whose stack:
 In every mode: every Python frame has py:true, a non-empty fn and file and an
 integer line; every event's stack id was defined earlier; no alloc/oom/error
 event is missing from the manifests; free events carry stack 0 (unless the
-header says free stacks are kept); the trace ends with its end line (unless
-the manifest says the process left through _exit) and dropped nothing.
+header says free stacks are kept); the trace ends with the end line the
+process wrote itself (not one `cumemtrace run` completed, reason killed),
+unless the manifest says to expect none, and dropped nothing.
 
 Prints one line per mismatch (expected vs got, with the event's trace line and
 stack id) and exits 1; 0 when everything matches; 2 for bad usage.
@@ -383,6 +384,11 @@ def check_pair(trace, manifest, mode, report, totals):
     if trace.end is None:
         if manifest.get("expect_end", True):
             report.fail("%s: no end line: the trace was cut short" % name)
+    elif trace.end.get("reason") == "killed" and manifest.get("expect_end", True):
+        # `cumemtrace run` completes a trace whose process died without its
+        # end line; none of these programs is killed, so the process itself
+        # must have written it (os._exit included).
+        report.fail("%s: the end line was not written by the process (reason killed)" % name)
     elif trace.end.get("dropped", 0) != 0:
         report.fail("%s: the end line says %s events were dropped" % (name, trace.end.get("dropped")))
 
