@@ -75,6 +75,9 @@ run_loop() {
     host) "$apps/bench_host_malloc" "$n" "$warm_up" ;;
     heaptrack) heaptrack -o "$scratch/heaptrack" "$apps/bench_host_malloc" "$n" "$warm_up" 2>&1 ;;
     heaptrack-raw) heaptrack --raw -o "$scratch/heaptrack-raw" "$apps/bench_host_malloc" "$n" "$warm_up" 2>&1 ;;
+    *+heap) how=${how%+heap}  # logs on the heap, no pending file (CUMEMTRACE_KILL_SAFE=0): the baseline of the kill-safe logs
+       traced "${how%/*}" "${how#*/}" "$scratch/${how%/*}-${how#*/}-heap.jsonl" CUMEMTRACE_KILL_SAFE=0 "$@" \
+         "$apps/bench_malloc_free" "$n" "$warm_up" ;;
     *+free) how=${how%+free}  # free lines with stacks of their own (CUMEMTRACE_FREE_STACKS=1)
        traced "${how%/*}" "${how#*/}" "$scratch/${how%/*}-${how#*/}-free.jsonl" CUMEMTRACE_FREE_STACKS=1 "$@" \
          "$apps/bench_malloc_free" "$n" "$warm_up" ;;
@@ -84,8 +87,8 @@ run_loop() {
 }
 
 # 1. Time added per intercepted call, and heaptrack's on the host twin.
-variants=(passthrough/0 passthrough/32 caching/0 caching/32 passthrough/32+free caching/32+free bare host heaptrack
-  heaptrack-raw)
+variants=(passthrough/0 passthrough/32 caching/0 caching/32 passthrough/32+free caching/32+free passthrough/32+heap
+  caching/32+heap bare host heaptrack heaptrack-raw)
 declare -A samples=()
 unw=() gcc=() walked=() remembered=()
 for ((i = 0; i < runs; i++)); do
@@ -138,6 +141,11 @@ for v in passthrough/32+free caching/32+free; do
   table_row "same, ${v%/*}, stacks on and free stacks too (CUMEMTRACE_FREE_STACKS=1: two captures per pair)" \
     "bare $(pair_ns bare)" "$(pair_ns "$v")" "$(added "$v" bare) ns/call" "" \
     "$(loop_cmd "${v%/*}" 32 "$pairs" /tmp/t-%p.jsonl CUMEMTRACE_FREE_STACKS=1)"
+done
+for v in passthrough/32+heap caching/32+heap; do
+  table_row "same, ${v%/*}, stacks on, logs on the heap (CUMEMTRACE_KILL_SAFE=0: a SIGKILL loses the unwritten events)" \
+    "kill-safe $(pair_ns "${v%+heap}")" "heap $(pair_ns "$v")" "$(added "${v%+heap}" "$v") ns/call kill-safe" "" \
+    "$(loop_cmd "${v%/*}" 32 "$pairs" /tmp/t-%p.jsonl CUMEMTRACE_KILL_SAFE=0)"
 done
 heaptrack_cmd="$B/tests/apps/bench_host_malloc $pairs $warm_up  vs  heaptrack -o /tmp/h $B/tests/apps/bench_host_malloc $pairs $warm_up"
 table_row "heaptrack: time added per malloc/free, host twin of the loop" "bare $(pair_ns host)" \

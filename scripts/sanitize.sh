@@ -126,8 +126,9 @@ run_one() {
   # runtime: GCC's UBSan runtime is not ASan's.
   local common="print_summary=1"
   # verify_asan_link_order=0: the integration tests preload the plain
-  # libcumemtrace.so ahead of the program's libasan.so; it defines no
-  # function ASan intercepts (exports.map), so the order does not matter.
+  # libcumemtrace.so ahead of the program's libasan.so. Of the functions ASan
+  # intercepts it defines only _exit (exports.map), and it calls the next
+  # definition, ASan's, so both run whatever the order.
   # handle_segv/sigbus/sigfpe=0: the robustness tests fault on purpose and
   # check that the program dies of the signal, as without cumemtrace; ASan's
   # handler would make that exit(1). (ASan finds bad accesses before they

@@ -21,7 +21,8 @@ struct RunArgs {
   bool free_stacks = false;  // CUMEMTRACE_FREE_STACKS=1
   bool torch_tensors = false;        // PYTORCH_NO_CUDA_MEMORY_CACHING=1
   std::vector<std::string> command;  // the program and its arguments
-  std::string check;                 // --check LIST, checked after the run
+  std::optional<std::string> check;  // --check LIST, checked after the run ('' is a usage error)
+  bool allow_incomplete = false;     // --check judges a cut or lossy trace too
 };
 CLI::App* add_run_command(CLI::App& app, RunArgs& args);
 int run_command(const RunArgs& args);
@@ -47,9 +48,16 @@ struct CheckArgs {
   std::string suppressions;
   std::string junit;
   bool symbolize = false;  // as report --symbolize: the failure lines name file:line
+  bool allow_incomplete = false;  // judge a cut, lossy or killed trace rather than fail it
 };
 CLI::App* add_check_command(CLI::App& app, CheckArgs& args);
 int check_command(const CheckArgs& args);
+
+struct RecoverArgs {
+  std::vector<std::string> traces;
+};
+CLI::App* add_recover_command(CLI::App& app, RecoverArgs& args);
+int recover_command(const RecoverArgs& args);
 
 struct DiffArgs {
   std::string base;
@@ -57,7 +65,9 @@ struct DiffArgs {
   std::string format = "text";
   std::string output;  // empty: standard output
   std::size_t sites = 10;
-  std::string max_peak_increase, max_reserved_increase, max_leak_increase, max_growth_increase;  // empty: none
+  // nullopt: no limit; an empty value is a bad limit, not none.
+  std::optional<std::string> max_peak_increase, max_reserved_increase, max_leak_increase, max_growth_increase;
+  bool allow_incomplete = false;  // judge a cut, lossy or killed trace rather than fail it
 };
 CLI::App* add_diff_command(CLI::App& app, DiffArgs& args);
 int diff_command(const DiffArgs& args);
@@ -68,7 +78,8 @@ int diff_command(const DiffArgs& args);
 class RunCheck {
  public:
   // nullptr (the error logged) when LIST is not a valid check list.
-  static std::unique_ptr<RunCheck> prepare(const std::string& list, const std::string& output_template);
+  static std::unique_ptr<RunCheck> prepare(const std::string& list, const std::string& output_template,
+                                           bool allow_incomplete = false);
   ~RunCheck();
   // The verdict's exit code: 0 all hold, 1 a check failed, 2 a trace unreadable.
   int check_new_traces();
@@ -88,7 +99,7 @@ int import_torch_command(const ImportTorchArgs& args);
 struct ReplayArgs {
   std::string trace;
   std::string pool_conf;  // empty: the pool's defaults; "pytorch": PyTorch's policy
-  std::string capacity;   // empty: the trace's device total, else unlimited
+  std::optional<std::string> capacity;  // nullopt: the trace's device total, else unlimited ('' is a usage error)
   std::string format = "text";
   std::string output;
 };

@@ -47,6 +47,8 @@ int main_checked(int argc, char** argv) {
   CLI::App* timeline = add_timeline_command(app, timeline_args);
   ExportArgs export_args;
   CLI::App* export_cli = add_export_command(app, export_args);
+  RecoverArgs recover_args;
+  CLI::App* recover = add_recover_command(app, recover_args);
 
   try {
     app.parse(argc, argv);
@@ -64,6 +66,7 @@ int main_checked(int argc, char** argv) {
   if (advise->parsed()) return advise_command(advise_args);
   if (timeline->parsed()) return timeline_command(timeline_args);
   if (export_cli->parsed()) return export_command(export_args);
+  if (recover->parsed()) return recover_command(recover_args);
   return kExitUsage;
 }
 

@@ -6,6 +6,7 @@
 
 #include "read/byte_source.h"
 #include "cumemtrace/analyzer/units.h"
+#include "read/killed_trace.h"
 #include "read/line_parser.h"
 #include "read/progress.h"
 
@@ -67,6 +68,13 @@ std::optional<std::string> TraceHeader::env(std::string_view name) const {
 TraceReader::TraceReader(std::string path, ReaderOptions options)
     : path_(std::move(path)), options_(options) {
   options_.max_line_bytes = std::max<std::size_t>(options_.max_line_bytes, 64);
+  if (options_.complete_killed && path_ != "-") {
+    try {
+      detail::complete_killed_trace(path_);
+    } catch (const std::exception&) {
+      // Out of memory while recovering: the trace is read as it is.
+    }
+  }
   source_ = detail::open_byte_source(path_);
   parser_ = std::make_unique<detail::LineParser>();
   capacity_ = std::min(kInitialBufferBytes, options_.max_line_bytes + 1);

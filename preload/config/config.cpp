@@ -158,6 +158,7 @@ constexpr OptionSpec kOptions[] = {
                                              "a whole number of KiB in [4, 65536]"),
     number<&Config::flush_ms, 1, 600'000>("CUMEMTRACE_FLUSH_MS", "flush_ms",
                                           "a whole number of milliseconds in [1, 600000]"),
+    on_off<&Config::kill_safe>("CUMEMTRACE_KILL_SAFE", "kill_safe", "'0' or '1'"),
     word<&Config::fork, kForkWords>("CUMEMTRACE_FORK", "fork", "'trace' or 'off'"),
     number<&Config::stacks, 0, 256>("CUMEMTRACE_STACKS", "stacks",  // 256: StackTable::kMaxDepth
                                     "a stack depth in [0, 256] (0: no stacks)"),

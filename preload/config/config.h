@@ -35,6 +35,12 @@ struct Config {
   // handed to the kernel, so a process killed with SIGKILL loses at most
   // this much.
   std::uint32_t flush_ms = 200;
+  // CUMEMTRACE_KILL_SAFE: the threads' not-yet-written events live in
+  // `<trace>.pending`, memory the kernel keeps when the process is killed
+  // (SIGKILL, the OOM killer), so `cumemtrace` can complete such a trace
+  // with everything it recorded (trace/pending_log.h); 0 keeps them on the
+  // heap, and a kill loses up to CUMEMTRACE_FLUSH_MS of them.
+  bool kill_safe = true;
   // CUMEMTRACE_FORK: see ForkMode.
   ForkMode fork = ForkMode::trace;
   // CUMEMTRACE_STACKS: deepest call stack recorded per event (frames of the

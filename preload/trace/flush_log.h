@@ -37,9 +37,16 @@ inline constexpr std::size_t kRecordAlign = 8;
 struct LogChunk {
   // Bytes of whole records the consumer may read.
   std::atomic<std::uint32_t> committed{0};
+  std::uint32_t capacity = 0;
   // Set once, after the last record committed into this chunk.
   std::atomic<LogChunk*> next{nullptr};
-  std::uint32_t capacity = 0;
+  // In a pending file (pending_log.h): how many of `committed`'s bytes are
+  // durable in the trace, by the current and the next commit; the writer
+  // alone stores them. Unused for a chunk from the heap.
+  std::atomic<std::uint32_t> marks[2] = {0, 0};
+  // This chunk's slot in the pending file; kHeapChunk: malloc'd.
+  static constexpr std::uint32_t kHeapChunk = 0xffffffffu;
+  std::uint32_t slot = kHeapChunk;
 
   char* bytes() { return reinterpret_cast<char*>(this + 1); }
 
@@ -58,9 +65,13 @@ struct LogChunk {
     c->~LogChunk();
     std::free(c);
   }
-  // Ready to be written from the start again (a recycled chunk).
+  // Ready to be written from the start again (a recycled chunk). The marks
+  // go to 0 only after `committed` does: a recovery never sees marks below
+  // records that are still there.
   void reset() {
-    committed.store(0, std::memory_order_relaxed);
+    committed.store(0, std::memory_order_release);
+    marks[0].store(0, std::memory_order_release);
+    marks[1].store(0, std::memory_order_release);
     next.store(nullptr, std::memory_order_relaxed);
   }
 };

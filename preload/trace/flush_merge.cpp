@@ -11,6 +11,7 @@
 
 #include "trace/compact_event.h"
 #include "trace/flush_futex.h"
+#include "trace/record_lines.h"
 #include "trace/trace_writer.h"
 
 namespace cumemtrace::preload {
@@ -60,12 +61,78 @@ bool TraceWriter::peek(ThreadLog& log, flush::RecordHeader& out) {
 
 void TraceWriter::write_output() {
   if (out_size_ == 0) return;
+  if (pending_header_ != nullptr) begin_batch();
   count_dropped(sink_.write_lines(out_.get(), out_size_, out_lines_));
+  const std::uint64_t lines = out_lines_;
   out_size_ = 0;
   out_lines_ = 0;
+  if (pending_header_ == nullptr) return;
+  if (auto hook = test_batch_written_.load(std::memory_order_relaxed)) [[unlikely]] hook(lines);
+  // zstd keeps what it was given until a flush: only flushed lines are
+  // durable (where zstd may not run, the batch stays open until a later one).
+  if (sink_.compressed() && compression_is_safe_here()) count_dropped(sink_.flush());
+  end_batch();
+}
+
+// Sets the marks that are not current to how far each chunk's records are
+// in the lines about to be written, and says a write is in progress. The
+// lines of a batch are whole records (format_record makes room first).
+void TraceWriter::begin_batch() {
+  pending::Header& h = *pending_header_;
+  const std::uint32_t commit = h.commit.load(std::memory_order_relaxed);
+  const int next = (commit & pending::kSecondMarkIsCurrent) != 0 ? 0 : 1;
+  for (ThreadLog* l = first_log(); l != nullptr; l = l->next_log) {
+    if (l->writer_id.load(std::memory_order_acquire) != id_) continue;
+    for (LogChunk* c = l->head; c != nullptr; c = c->next.load(std::memory_order_acquire)) {
+      // A chunk before read_chunk has been read to its end, and its
+      // `committed` no longer moves (its `next` is set).
+      const std::uint32_t at = c == l->read_chunk ? l->read_offset : c->committed.load(std::memory_order_acquire);
+      c->marks[next].store(at, std::memory_order_release);
+      if (c == l->read_chunk) break;
+    }
+  }
+  if ((commit & pending::kWriteInProgress) == 0) {
+    h.batch_start.store(static_cast<std::uint64_t>(sink_.durable_offset()), std::memory_order_relaxed);
+    h.commit.store(commit | pending::kWriteInProgress, std::memory_order_seq_cst);
+  }
+}
+
+// Once the batch's lines are durable: one store makes the new marks current
+// and ends the write. A failed write ends it too: its lines are counted as
+// dropped and the file is back at its durable size.
+void TraceWriter::end_batch() {
+  if (!sink_.all_durable()) return;
+  pending::Header& h = *pending_header_;
+  h.durable.store(static_cast<std::uint64_t>(sink_.durable_offset()), std::memory_order_relaxed);
+  h.last_t.store(last_t_written_, std::memory_order_relaxed);
+  h.frame_open.store(sink_.frame_open() ? 1 : 0, std::memory_order_relaxed);
+  const std::uint32_t commit = h.commit.load(std::memory_order_relaxed);
+  if ((commit & pending::kWriteInProgress) == 0) return;
+  h.commit.store((commit ^ pending::kSecondMarkIsCurrent) & ~pending::kWriteInProgress, std::memory_order_seq_cst);
+}
+
+void TraceWriter::publish_clock() {
+  if (pending_header_ == nullptr || !clock_.counts_tsc()) return;
+  pending::Header& h = *pending_header_;
+  const std::uint32_t next = h.clock_index.load(std::memory_order_relaxed) + 1;
+  h.clocks[next & 1] = clock_.reference();
+  h.clock_index.store(next, std::memory_order_release);
 }
 
 void TraceWriter::format_record(ThreadLog& log, const flush::RecordHeader& r, bool may_allocate) {
+  // A record's lines go out in one write (a pending file's marks count
+  // whole records): room for the longest it can make. A compact line is a
+  // few hundred bytes, with its twin two lines.
+  const std::size_t bound = r.size + std::size_t{r.lines} * 1024;
+  if (out_size_ + bound > out_capacity_) {
+    write_output();
+    if (bound > out_capacity_ && may_allocate) {
+      if (auto bigger = std::unique_ptr<char[]>(new (std::nothrow) char[bound])) {
+        out_ = std::move(bigger);
+        out_capacity_ = bound;
+      }
+    }
+  }
   const std::uint64_t t =
       std::max(r.ticks != 0 ? clock_.ticks_since_start_ns(r.t) : clock_.monotonic_since_start_ns(r.t), last_t_written_);
   last_t_written_ = t;
@@ -73,41 +140,10 @@ void TraceWriter::format_record(ThreadLog& log, const flush::RecordHeader& r, bo
   const auto t_end = std::to_chars(digits, digits + sizeof digits, t).ptr;
   const std::string_view t_text(digits, static_cast<std::size_t>(t_end - digits));
 
-  const char* p = log.read_chunk->bytes() + log.read_offset + sizeof r;
-  for (std::uint32_t i = 0; i < r.lines; ++i) {
-    flush::LineHeader lh;
-    std::memcpy(&lh, p, sizeof lh);
-    p += sizeof lh;
-    if (lh.ev_size != flush::kCompactLine) {
-      append_line(std::string_view(p, lh.ev_size), std::string_view(p + lh.ev_size, lh.body_size), t_text,
-                  may_allocate);
-      p += lh.ev_size + lh.body_size;
-      continue;
-    }
-    CompactEvent event;
-    std::memcpy(&event, p, sizeof event);
-    p += lh.body_size;
-    // A passthrough allocation's segment twin comes just before its alloc
-    // line, and just after its free line (TRACE_FORMAT.md: reserved memory
-    // grows before the application has it, and shrinks after).
-    const bool twin = (event.optional & CompactEvent::kWithSegmentTwin) != 0;
-    if (twin && event.ev == format::Event::alloc) {
-      append_compact_line(event.twin(format::Event::segment_alloc, CompactEvent::Shape::segment_alloc_twin),
-                          t_text, may_allocate);
-    }
-    append_compact_line(event, t_text, may_allocate);
-    if (twin && event.ev == format::Event::free) {
-      append_compact_line(event.twin(format::Event::segment_free, CompactEvent::Shape::segment_free_twin), t_text,
-                          may_allocate);
-    }
-  }
+  flush::for_each_record_line(
+      log.read_chunk->bytes() + log.read_offset + sizeof r, r.lines, [](const char* api) { return api; },
+      [&](std::string_view ev, std::string_view body) { append_line(ev, body, t_text, may_allocate); });
   log.read_offset += r.size;
-}
-
-void TraceWriter::append_compact_line(const CompactEvent& event, std::string_view t_text, bool may_allocate) {
-  LineBuffer body;  // a CompactEvent's text: well inside the inline buffer
-  event.append_body(body);
-  append_line(format::name(event.ev), body.view(), t_text, may_allocate);
 }
 
 void TraceWriter::append_line(std::string_view ev, std::string_view body, std::string_view t_text,
@@ -164,6 +200,7 @@ bool TraceWriter::drain_round(Drain mode, bool skip_gaps) {
     bool more = peek(*top.log, r);
     do {
       format_record(*top.log, r, may_allocate);
+      ++records_written_;
       next_seq_to_write_ = std::max(next_seq_to_write_, r.seq + 1);
       more = peek(*top.log, r);
     } while (more && r.seq == next_seq_to_write_);
@@ -177,6 +214,7 @@ bool TraceWriter::drain_round(Drain mode, bool skip_gaps) {
 
 void TraceWriter::drain(Drain mode) {
   clock_.calibrate();  // the reference for this drain's timestamps
+  publish_clock();
   if (mode == Drain::signal) {
     drain_round(mode, /*skip_gaps=*/true);
     return;
@@ -200,6 +238,14 @@ void TraceWriter::drain(Drain mode) {
     }
     sched_yield();
   }
+}
+
+void TraceWriter::release_written() {
+  // A batch whose lines are not yet durable still needs its chunks' records.
+  if (pending_header_ != nullptr &&
+      (pending_header_->commit.load(std::memory_order_relaxed) & pending::kWriteInProgress) != 0) {
+    return;
+  }
   for (ThreadLog* l = first_log(); l != nullptr; l = l->next_log) {
     if (l->writer_id.load(std::memory_order_acquire) == id_) release_drained(*l);
   }
@@ -212,7 +258,7 @@ void TraceWriter::drain(Drain mode) {
 void TraceWriter::recycle(ThreadLog& log, LogChunk* chunk) {
   if (log.spare_count.load(std::memory_order_relaxed) >= ThreadLog::kMaxSpares) {
     chunk_bytes_outstanding_.fetch_sub(chunk->capacity, std::memory_order_relaxed);
-    LogChunk::destroy(chunk);
+    destroy_chunk(chunk);
     return;
   }
   chunk->committed.store(0, std::memory_order_relaxed);
@@ -247,7 +293,7 @@ void TraceWriter::free_chunks(ThreadLog& log) {
     while (c != nullptr) {
       LogChunk* next = c->next.load(std::memory_order_acquire);
       chunk_bytes_outstanding_.fetch_sub(c->capacity, std::memory_order_relaxed);
-      LogChunk::destroy(c);
+      destroy_chunk(c);
       c = next;
     }
   };
@@ -267,6 +313,11 @@ void TraceWriter::release_all_logs() {
     const std::uint64_t o = l->ownership.load(std::memory_order_relaxed);
     l->ownership.store(flush::ownership(flush::generation_of(o), LogState::free), std::memory_order_release);
   }
+}
+
+void TraceWriter::count_unwritten_records() {
+  const std::uint64_t taken = next_seq_.load(std::memory_order_acquire);
+  if (taken > records_written_) count_dropped(taken - records_written_);
 }
 
 void TraceWriter::write_end_line(const LineBuffer& end_body) {

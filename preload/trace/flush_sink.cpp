@@ -190,6 +190,12 @@ std::uint64_t TraceSink::compress(const char* data, std::size_t size, int direct
     durable_ = written_;
     lines_since_durable_ = 0;
   }
+  // A frame is open from its first input until ZSTD_e_end finishes it.
+  if (mode == ZSTD_e_end) {
+    in_frame_ = false;
+  } else if (size > 0) {
+    in_frame_ = true;
+  }
   return 0;
 }
 

@@ -48,6 +48,12 @@ class TraceSink {
   // The file offset after which everything may be rolled back; everything
   // before it is written (plain) or fully flushed (zstd).
   off_t durable_offset() const { return durable_; }
+  // Everything handed to write_lines is in the file, whole (nothing waits
+  // in the compressor).
+  bool all_durable() const { return lines_since_durable_ == 0 && durable_ == written_; }
+  // zstd: the file ends inside a frame (a later frame_end or a recovery
+  // closes it).
+  bool frame_open() const { return in_frame_; }
   // Cuts the file back to `offset` (a value from durable_offset()).
   void roll_back_to(off_t offset);
 
@@ -73,6 +79,7 @@ class TraceSink {
   off_t written_ = 0;  // bytes in the file
   off_t durable_ = 0;  // see durable_offset()
   std::uint64_t lines_since_durable_ = 0;
+  bool in_frame_ = false;
   bool broken_ = false;  // a zstd stream cut by a write error: nothing more can follow
   bool warned_ = false;
 };

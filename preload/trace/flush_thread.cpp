@@ -66,6 +66,16 @@ void TraceWriter::set_process_hooks(ProcessHook on_open, ProcessHook periodic) {
   g_periodic.store(periodic);
 }
 
+std::atomic<void (*)(std::uint64_t)> TraceWriter::test_seq_taken_{nullptr};
+std::atomic<void (*)(std::uint64_t)> TraceWriter::test_flusher_waits_{nullptr};
+std::atomic<void (*)(std::uint64_t)> TraceWriter::test_batch_written_{nullptr};
+
+void TraceWriter::set_test_hooks(const TestHooks& hooks) {
+  test_seq_taken_.store(hooks.seq_taken);
+  test_batch_written_.store(hooks.batch_written);
+  test_flusher_waits_.store(hooks.flusher_waits);
+}
+
 void TraceWriter::run_open_hook() {
   if (auto hook = g_on_open.load(std::memory_order_relaxed)) hook();
 }
@@ -110,6 +120,7 @@ void TraceWriter::wake_flusher() {
     drain(Drain::background);
     write_output();
     count_dropped(sink_.flush());
+    release_written();
     unlock_output();
   }
 }
@@ -153,6 +164,9 @@ void TraceWriter::flusher_main() {
   std::uint64_t last_housekeeping = TickClock::monotonic_ns();
   while (!flusher_stop_.load(std::memory_order_acquire)) {
     const std::uint32_t seen = wake_word_.load(std::memory_order_acquire);
+    if (auto hook = test_flusher_waits_.load(std::memory_order_relaxed)) [[unlikely]] {
+      hook(static_cast<std::uint64_t>(interval.tv_sec) * 1'000'000'000 + static_cast<std::uint64_t>(interval.tv_nsec));
+    }
     futex_wait(wake_word_, seen, interval);
     if (flusher_stop_.load(std::memory_order_acquire) || !is_open()) break;
     if (lock_output(kFlusherLockWaitNs)) {
@@ -160,6 +174,7 @@ void TraceWriter::flusher_main() {
         drain(Drain::background);
         write_output();
         count_dropped(sink_.flush());
+        release_written();
       }
       unlock_output();
     }

@@ -65,9 +65,7 @@ void TickClock::calibrate() {
 
 std::uint64_t TickClock::ticks_since_start_ns(std::uint64_t ticks) const {
   if (!use_tsc_) return monotonic_since_start_ns(ticks);
-  const double delta = static_cast<double>(static_cast<std::int64_t>(ticks - current_.tsc)) * ns_per_tick_;
-  const double at = static_cast<double>(current_.ns) + delta;
-  return monotonic_since_start_ns(at <= 0 ? 0 : static_cast<std::uint64_t>(at));
+  return monotonic_since_start_ns(monotonic_at(reference(), ticks));
 }
 
 }  // namespace cumemtrace::preload

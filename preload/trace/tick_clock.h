@@ -41,6 +41,22 @@ class TickClock {
   TickClock(std::uint64_t start_ns, bool use_tsc);
 
   bool counts_tsc() const { return use_tsc_; }
+  std::uint64_t start_ns() const { return start_ns_; }
+
+  // The latest calibration, for a process that formats these ticks after
+  // this one died (pending_log.h): ticks map to CLOCK_MONOTONIC as
+  // ns + (ticks - tsc) * ns_per_tick.
+  struct Reference {
+    std::uint64_t tsc;
+    std::uint64_t ns;
+    double ns_per_tick;
+  };
+  Reference reference() const { return {current_.tsc, current_.ns, ns_per_tick_}; }
+  static std::uint64_t monotonic_at(const Reference& ref, std::uint64_t ticks) {
+    const double delta = static_cast<double>(static_cast<std::int64_t>(ticks - ref.tsc)) * ref.ns_per_tick;
+    const double at = static_cast<double>(ref.ns) + delta;
+    return at <= 0 ? 0 : static_cast<std::uint64_t>(at);
+  }
 
   std::uint64_t ticks() const {
 #if defined(__x86_64__)

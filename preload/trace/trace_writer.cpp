@@ -105,6 +105,17 @@ bool TraceWriter::attach(int fd, std::string path, const LineBuffer& header) {
     first.push_back('\n');
     count_dropped(sink_.write_lines(first.data(), first.size(), 1));
     count_dropped(sink_.flush());
+    // Before any thread can record: every chunk of a log comes from the
+    // file once it is there.
+    if (keep_pending_ && arena_.open(sink_.path(), chunk_bytes_, memory_cap_ / chunk_bytes_ + 1, clock_.start_ns(),
+                                     clock_.counts_tsc())) {
+      pending_header_ = &arena_.header();
+      pending_header_->dropped.store(dropped(), std::memory_order_relaxed);
+      dropped_in_pending_.store(pending_header_, std::memory_order_relaxed);
+      pending_header_->durable.store(static_cast<std::uint64_t>(sink_.durable_offset()), std::memory_order_relaxed);
+      pending_header_->frame_open.store(sink_.frame_open() ? 1 : 0, std::memory_order_relaxed);
+      publish_clock();
+    }
     state_.store(State::open, std::memory_order_release);
   } else if (out_ == nullptr) {
     ::close(fd);
@@ -195,9 +206,27 @@ LogChunk* TraceWriter::new_chunk(std::uint32_t size) {
     backlog_waiters_.fetch_sub(1, std::memory_order_acq_rel);
   }
   if (backlog_dropping_.load(std::memory_order_relaxed)) backlog_dropping_.store(false, std::memory_order_relaxed);
-  LogChunk* chunk = LogChunk::create(capacity);
+  LogChunk* chunk = allocate_chunk(capacity);
   if (chunk != nullptr) chunk_bytes_outstanding_.fetch_add(capacity, std::memory_order_relaxed);
   return chunk;
+}
+
+LogChunk* TraceWriter::allocate_chunk(std::uint32_t capacity) {
+  // A record longer than a chunk (rare: a stack line of thousands of frames)
+  // gets a chunk of its own from the heap.
+  if (capacity == chunk_bytes_ && arena_.is_open()) {
+    if (LogChunk* chunk = arena_.allocate()) return chunk;
+  }
+  return LogChunk::create(capacity);
+}
+
+void TraceWriter::destroy_chunk(LogChunk* chunk) {
+  if (chunk == nullptr) return;
+  if (chunk->slot != LogChunk::kHeapChunk) {
+    arena_.release(chunk);
+  } else {
+    LogChunk::destroy(chunk);
+  }
 }
 
 char* TraceWriter::reserve(ThreadLog& log, std::uint32_t size) {
@@ -212,7 +241,7 @@ char* TraceWriter::reserve(ThreadLog& log, std::uint32_t size) {
     log.own_spares = fresh->next.load(std::memory_order_relaxed);
     if (fresh->capacity < size) {  // an unusually long record
       chunk_bytes_outstanding_.fetch_sub(fresh->capacity, std::memory_order_relaxed);
-      LogChunk::destroy(fresh);
+      destroy_chunk(fresh);
       fresh = nullptr;
     }
   }
@@ -247,6 +276,7 @@ TraceWriter::OpenRecord TraceWriter::open_record(std::size_t entries, std::size_
   // alloc that reuses the address takes a later seq (one modification order
   // on one atomic, consistent with happens-before). Relaxed is enough.
   const std::uint64_t seq = next_seq_.fetch_add(1, std::memory_order_relaxed);
+  if (auto hook = test_seq_taken_.load(std::memory_order_relaxed)) [[unlikely]] hook(seq);
   const flush::RecordHeader header{seq, t, size, static_cast<std::uint16_t>(entries), ticks};
   std::memcpy(out, &header, sizeof header);
   return {log, out + sizeof header, size};
@@ -291,6 +321,7 @@ bool TraceWriter::emit_compact(std::initializer_list<CompactEvent> events) {
   if (record.lines == nullptr) return false;
   char* p = record.lines;
   for (const CompactEvent& event : events) {
+    arena_.note_api(event.api);
     std::memcpy(p, &kHeader, sizeof kHeader);
     std::memcpy(p + sizeof kHeader, &event, sizeof event);
     p += sizeof kHeader + sizeof event;
@@ -306,6 +337,7 @@ void TraceWriter::flush() {
   drain(Drain::final);
   write_output();
   count_dropped(sink_.flush());
+  release_written();
   unlock_output();
 }
 
@@ -320,8 +352,10 @@ void TraceWriter::finish(const LineBuffer& end_body) {
   flusher_stop_.store(true, std::memory_order_release);
   if (locked) {
     drain(Drain::final);
+    count_unwritten_records();
     write_end_line(end_body);
     sink_.close();
+    arena_.mark_ended();
     unlock_output();
   }
   wake_flusher();
@@ -340,7 +374,11 @@ void TraceWriter::finish_from_signal(const LineBuffer& end_body) {
   state_.store(State::finished, std::memory_order_release);
   flusher_stop_.store(true, std::memory_order_release);
   drain(Drain::signal);
-  if (!sink_.compressed() || compression_is_safe_here()) write_end_line(end_body);
+  if (!sink_.compressed() || compression_is_safe_here()) {
+    count_unwritten_records();
+    write_end_line(end_body);
+    arena_.mark_ended();
+  }
   sink_.close();
   unlock_output();
 }
@@ -360,11 +398,18 @@ bool TraceWriter::begin_exec(const LineBuffer& end_body) {
   }
   exec_rollback_ = sink_.durable_offset();
   write_end_line(end_body);
+  // Removed, as at exit: after a successful exec nothing is left behind
+  // (a failed one goes on without it, pending_arena.h).
+  arena_.mark_ended();
   return true;  // the output lock stays held: nothing may follow `end`
 }
 
 void TraceWriter::exec_failed() {
   sink_.roll_back_to(exec_rollback_);
+  arena_.exec_failed();
+  if (pending_header_ != nullptr) {
+    pending_header_->durable.store(static_cast<std::uint64_t>(sink_.durable_offset()), std::memory_order_release);
+  }
   unlock_output();
 }
 
@@ -373,6 +418,9 @@ void TraceWriter::abandon_after_fork() {
   // not; its lock and the logs may be in any state: none is touched.
   state_.store(State::finished, std::memory_order_relaxed);
   sink_.close();
+  pending_header_ = nullptr;
+  dropped_in_pending_.store(nullptr, std::memory_order_relaxed);
+  arena_.close_after_fork();
   t_slot = {0, nullptr, 0};
   forget_thread_ids_after_fork();
 }

@@ -31,6 +31,7 @@
 #include "trace/compact_event.h"
 #include "trace/flush_log.h"
 #include "trace/flush_sink.h"
+#include "trace/pending_arena.h"
 #include "common/line_buffer.h"
 #include "trace/tick_clock.h"
 
@@ -57,6 +58,12 @@ class TraceWriter {
   // ending in ".zst" is written as a zstd stream. False if that fails (the
   // descriptor is closed and nothing is traced).
   bool attach(int fd, std::string path, const LineBuffer& header);
+
+  // Before attach(): keep the logs in `<trace>.pending` (pending_log.h), so
+  // that a trace whose process is killed can be completed afterwards.
+  void keep_pending_file(bool keep) { keep_pending_ = keep; }
+  // Whether it does (the file could be set up).
+  bool has_pending_file() const { return arena_.is_open(); }
 
   bool is_open() const { return state_.load(std::memory_order_acquire) == State::open; }
 
@@ -121,6 +128,22 @@ class TraceWriter {
   using ProcessHook = void (*)();
   static void set_process_hooks(ProcessHook on_open, ProcessHook periodic);
 
+  // Test-only (tests/unit/preload/trace/flush_gap_test.cpp), null in production:
+  // `seq_taken(seq)` runs on a recording thread right after it took its seq
+  // and before its record is written, so a test can hold the thread inside
+  // the window a drain must wait for; `flusher_waits(timeout_ns)` runs on the
+  // background thread before each sleep, with the sleep's timeout. Null, each
+  // costs one relaxed load of a global and a branch never taken.
+  struct TestHooks {
+    void (*seq_taken)(std::uint64_t seq) = nullptr;
+    void (*flusher_waits)(std::uint64_t timeout_ns) = nullptr;
+    // Runs with the pending file's commit open: the batch's lines are in
+    // the file, the marks not yet flipped (the moment a kill makes a
+    // recovery cut the file back).
+    void (*batch_written)(std::uint64_t batch_lines) = nullptr;
+  };
+  static void set_test_hooks(const TestHooks& hooks);
+
   // In a forked child: the thread ids this thread cached are the parent's.
   static void forget_thread_ids_after_fork();
 
@@ -154,8 +177,13 @@ class TraceWriter {
   char* reserve(flush::ThreadLog& log, std::uint32_t size);
   flush::LogChunk* new_chunk(std::uint32_t size);
   void count_dropped(std::uint64_t lines) {
-    if (lines != 0) dropped_.fetch_add(lines, std::memory_order_relaxed);
+    if (lines == 0) return;
+    dropped_.fetch_add(lines, std::memory_order_relaxed);
+    // What a recovery writes in `end`: nothing lost without being counted.
+    if (auto* h = dropped_in_pending_.load(std::memory_order_relaxed)) h->dropped.fetch_add(lines, std::memory_order_relaxed);
   }
+  flush::LogChunk* allocate_chunk(std::uint32_t capacity);
+  void destroy_chunk(flush::LogChunk* chunk);
   static flush::ThreadLog* first_log();
 
   // Consumer side (flush_merge.cpp); the caller holds the output lock.
@@ -163,10 +191,20 @@ class TraceWriter {
   bool drain_round(Drain mode, bool skip_gaps);  // false: stopped at a gap
   bool peek(flush::ThreadLog& log, flush::RecordHeader& out);
   void format_record(flush::ThreadLog& log, const flush::RecordHeader& r, bool may_allocate);
-  void append_compact_line(const CompactEvent& event, std::string_view t_text, bool may_allocate);
   void append_line(std::string_view ev, std::string_view body, std::string_view t_text, bool may_allocate);
   void write_output();
+  // The pending file's commit around each write (pending_log.h).
+  void begin_batch();
+  void end_batch();
+  void publish_clock();
+  // After a write: drained chunks go back, and a thread waiting for memory
+  // is told.
+  void release_written();
   void write_end_line(const LineBuffer& end_body);
+  // At the end for good: records whose seq was taken but which never
+  // reached the file (a thread stopped in the middle of an emit, or one that
+  // commits after the end) are counted as dropped, never lost silently.
+  void count_unwritten_records();
   void release_drained(flush::ThreadLog& log);
   void free_chunks(flush::ThreadLog& log);
   void release_all_logs();
@@ -184,8 +222,17 @@ class TraceWriter {
   bool owned_by_this_process() const;
   static bool compression_is_safe_here();
   static void run_open_hook();
+  static std::atomic<void (*)(std::uint64_t)> test_seq_taken_;
+  static std::atomic<void (*)(std::uint64_t)> test_flusher_waits_;
+  static std::atomic<void (*)(std::uint64_t)> test_batch_written_;
 
   const std::uint64_t id_;  // tells this writer's logs from another's
+  bool keep_pending_ = false;
+  flush::PendingArena arena_;
+  pending::Header* pending_header_ = nullptr;  // arena_'s, once open (the consumer's)
+  // The same for count_dropped, which a recording thread may call while
+  // attach() sets it.
+  std::atomic<pending::Header*> dropped_in_pending_{nullptr};
   // t = 0 of the trace (its start); ticks on the recording threads,
   // nanoseconds when lines are formatted (under the output lock).
   TickClock clock_;
@@ -226,6 +273,7 @@ class TraceWriter {
   std::size_t out_size_ = 0;
   std::uint64_t out_lines_ = 0;
   std::uint64_t next_seq_to_write_ = 0;
+  std::uint64_t records_written_ = 0;  // every seq taken is a record: the rest at `end` are counted dropped
   std::uint64_t last_t_written_ = 0;
   std::uint64_t gap_seq_ = 0;         // a gap the background drain is waiting on
   std::uint64_t gap_since_ns_ = 0;

@@ -53,14 +53,15 @@ CommandResult kill_when_ready(const std::vector<std::string>& argv, const EnvCha
 
 // What the report must say of a row's trace, beyond "exit 0, no bad line".
 struct ReportExpectation {
-  // complete: an `end` line and nothing dropped; cut: no `end` (killed);
+  // complete: an `end` line and nothing dropped; killed: completed by the
+  // report from the pending file, `end` reason killed, nothing dropped;
   // lossy: lines lost to a write error, which either cut the trace or, when
   // a later, shorter line still fitted (the `end` line), left a gap that
   // `end` counts as dropped; racing: an `end` line, and the events of
   // threads that went on allocating while the process exited, too late to
   // precede it, counted as dropped (each such thread's drops follow its last
   // recorded event: at most one allocation of each looks leaked).
-  enum class Ending { complete, cut, lossy, racing } ending = Ending::complete;
+  enum class Ending { complete, killed, lossy, racing } ending = Ending::complete;
   std::function<void(const json& report, const CommandResult& traced)> more{};
 };
 
@@ -110,7 +111,7 @@ std::vector<Fault> faults() {
   rows.push_back({.name = "SIGKILL",
                   .argv = {kApps + "/survive_signals", "wait"},
                   .run = kill_when_ready,
-                  .report = ReportExpectation{.ending = ReportExpectation::Ending::cut,
+                  .report = ReportExpectation{.ending = ReportExpectation::Ending::killed,
                                               .more = [](const json& report, const CommandResult&) {
                                                 expect_counts(report, 6, 2);
                                               }}});
@@ -227,8 +228,11 @@ TEST(FaultMatrix, EachFaultBehavesAsWithoutCumemtraceAndLeavesAReadableTrace) {
         EXPECT_EQ(report["truncated"], false);
         EXPECT_EQ(report["end"]["dropped"], 0);
         break;
-      case ReportExpectation::Ending::cut:
-        EXPECT_EQ(report["truncated"], true);
+      case ReportExpectation::Ending::killed:
+        EXPECT_EQ(report["truncated"], false);
+        EXPECT_EQ(report["end"]["reason"], "killed");
+        EXPECT_EQ(report["end"]["dropped"], 0);
+        EXPECT_FALSE(fs::exists(trace + ".pending"));
         break;
       case ReportExpectation::Ending::racing:
         EXPECT_EQ(report["truncated"], false);

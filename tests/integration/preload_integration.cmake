@@ -2,10 +2,14 @@
 # simulated device; their traces are checked event by event and the
 # analyzer's report exactly.
 find_package(nlohmann_json 3 REQUIRED)
+# exit_ways_test.cpp runs Python's ways out too.
+find_package(Python3 COMPONENTS Interpreter REQUIRED)
 add_executable(integration_tests
   bad_options_test.cpp
+  exit_ways_test.cpp
   fault_matrix_test.cpp
   integration_support.cpp
+  killed_trace_test.cpp
   known_sequence_test.cpp
   launcher_test.cpp
   pool_preload_test.cpp
@@ -13,6 +17,7 @@ add_executable(integration_tests
   robustness_test.cpp
   route_check.cpp
   routes_test.cpp
+  run_signals_test.cpp
   stacks_markers_test.cpp)
 # cumemtrace_config: the option table, whose every entry bad_options_test.cpp feeds garbage.
 target_link_libraries(integration_tests PRIVATE cumemtrace_test_support cumemtrace_warnings cumemtrace_headers
@@ -25,10 +30,13 @@ target_compile_definitions(integration_tests PRIVATE
   CUMEMTRACE_APPS_DIR="${CMAKE_BINARY_DIR}/tests/apps"
   SIMCUDA_LIBRARY_DIR="${SIMCUDA_LIBRARY_DIR}"
   CUDA_TOOLKIT_LIBRARY_DIR="${CUDAToolkit_LIBRARY_DIR}"
-  CMAKE_COMMAND="${CMAKE_COMMAND}")
+  CMAKE_COMMAND="${CMAKE_COMMAND}"
+  CUMEMTRACE_PYTHON3="${Python3_EXECUTABLE}"
+  CUMEMTRACE_PYTHON_APPS_DIR="${CMAKE_SOURCE_DIR}/tests/apps/python")
 # The tests run these; make sure building the tests builds them.
 add_dependencies(integration_tests cumemtrace cumemtrace_preload known_sequence fork_child
-  oom_semantics stack_sites stack_perf_map markers_app survive_signals exit_paths fork_paths
+  oom_semantics stack_sites stack_perf_map markers_app survive_signals exit_paths exit_ways fork_paths
+  signal_report kill_storm
   route_runtime route_driver route_entry_points route_stream_ordered route_vmm route_semantics
   route_devices route_threads route_framework route_static_runtime route_real_runtime_static
   route_real_runtime_shared route_dlsym route_probe_local route_probe_early

@@ -61,28 +61,36 @@ std::vector<std::string> files_in(const std::string& dir, const std::string& pre
   return names;
 }
 
-// ---- SIGKILL: the periodic flush --------------------------------------------
+// ---- SIGKILL: the pending file -----------------------------------------------
 
-TEST(Survive, SigkillOneSecondAfterTheLastAllocationLosesNothing) {
+// Killed at once (nothing flushed yet) or a second later (everything
+// flushed): either way the report completes the trace from the pending file
+// with every event and `end` (killed).
+TEST(Survive, SigkillRightAfterOrLongAfterTheLastAllocationLosesNothing) {
   ASSERT_TRUE(kNoCores);
   for (const std::string name : {"t.jsonl", "t.jsonl.zst"}) {
-    TempDir dir;
-    const auto running = start_command({kApps + "/survive_signals", "wait"}, preloaded(dir / name), dir);
-    wait_for_ready(running);
-    std::this_thread::sleep_for(std::chrono::seconds(1));
-    kill(running.pid, SIGKILL);
-    const auto r = wait_command(running);
-    EXPECT_EQ(r.exit_code, 128 + SIGKILL);
-    const json report = report_of(dir / name);
-    EXPECT_EQ(report["allocs"], 6) << name;
-    EXPECT_EQ(report["frees"], 2) << name;
-    EXPECT_EQ(report["leaked_count"], 4) << name;
-    EXPECT_EQ(report["truncated"], true) << "no end line after SIGKILL: " << name;
-    if (name == "t.jsonl") {
-      const auto lines = read_json_lines(dir / name);
-      expect_pattern(lines);
-      EXPECT_EQ(lines.front()["ev"], "header");
-      EXPECT_EQ(count_events(lines).count("end"), 0u);
+    for (const int wait_ms : {0, 1000}) {
+      TempDir dir;
+      const auto running = start_command({kApps + "/survive_signals", "wait"}, preloaded(dir / name), dir);
+      wait_for_ready(running);
+      std::this_thread::sleep_for(std::chrono::milliseconds(wait_ms));
+      kill(running.pid, SIGKILL);
+      const auto r = wait_command(running);
+      EXPECT_EQ(r.exit_code, 128 + SIGKILL);
+      const json report = report_of(dir / name);
+      EXPECT_EQ(report["allocs"], 6) << name << " " << wait_ms;
+      EXPECT_EQ(report["frees"], 2) << name;
+      EXPECT_EQ(report["leaked_count"], 4) << name;
+      EXPECT_EQ(report["truncated"], false) << name;
+      EXPECT_EQ(report["end"]["reason"], "killed") << name;
+      EXPECT_FALSE(fs::exists(dir / (name + ".pending")));
+      if (name == "t.jsonl") {
+        const auto lines = read_json_lines(dir / name);
+        expect_pattern(lines);
+        EXPECT_EQ(lines.front()["ev"], "header");
+        EXPECT_EQ(lines.back()["ev"], "end");
+        EXPECT_EQ(lines.back()["live"], 4);
+      }
     }
   }
 }

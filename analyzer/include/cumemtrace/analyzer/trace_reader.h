@@ -50,6 +50,10 @@ struct ReaderOptions {
   // than half of that); 0: read() into the buffer only. Standard input and
   // compressed traces are always read().
   std::size_t map_window_bytes = std::size_t{4} << 20;
+  // A trace whose process was killed is completed first, in place, from the
+  // `<trace>.pending` file it left (killed_trace.h): its last events and
+  // its `end`, reason `killed`.
+  bool complete_killed = true;
 };
 
 struct BadLine {
@@ -83,6 +87,17 @@ class LineParser;
 class ProgressMeter;
 struct ParseResult;
 }  // namespace detail
+
+// A trace whose process was killed (SIGKILL, the OOM killer) left the
+// events it had not yet written in `<trace>.pending`; this appends them and
+// an `end` line (reason `killed`) and removes that file. TraceReader does it
+// on its own (ReaderOptions::complete_killed); `cumemtrace recover` asks.
+struct KilledTraceOutcome {
+  enum class Status { nothing_to_do, completed, still_running, failed } status = Status::nothing_to_do;
+  std::string message;      // failed: why
+  std::uint64_t events = 0;  // completed: lines taken from the pending file
+};
+KilledTraceOutcome complete_killed_trace(const std::string& path);
 
 class TraceReader {
  public:

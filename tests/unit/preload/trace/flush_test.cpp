@@ -21,39 +21,16 @@
 #include "record/recorder.h"
 #include "test_support.h"
 #include "trace/trace_writer.h"
+#include "trace_text.h"
 
 using namespace cumemtrace::preload;
+using cumemtrace::testing::zstd_decompress_prefix;
+using cumemtrace::testing::parse_lines;
 using cumemtrace::testing::read_file;
 using cumemtrace::testing::TempDir;
 using nlohmann::json;
 
 namespace {
-
-std::vector<json> parse_lines(const std::string& text) {
-  std::vector<json> out;
-  std::istringstream in(text);
-  for (std::string line; std::getline(in, line);) out.push_back(json::parse(line));
-  return out;
-}
-
-// Decompresses a zstd stream the way a reader of a killed process's trace
-// must: frame by frame, stopping quietly where the bytes stop.
-std::string zstd_decompress_prefix(const std::string& compressed) {
-  ZSTD_DCtx* d = ZSTD_createDCtx();
-  std::string out;
-  ZSTD_inBuffer in{compressed.data(), compressed.size(), 0};
-  std::vector<char> buf(1 << 16);
-  while (in.pos < in.size) {
-    ZSTD_outBuffer o{buf.data(), buf.size(), 0};
-    const std::size_t rc = ZSTD_decompressStream(d, &o, &in);
-    EXPECT_FALSE(ZSTD_isError(rc)) << ZSTD_getErrorName(rc);
-    if (ZSTD_isError(rc)) break;
-    out.append(buf.data(), o.pos);
-    if (o.pos == 0 && in.pos == in.size) break;
-  }
-  ZSTD_freeDCtx(d);
-  return out;
-}
 
 const LineBuffer& header_line() {
   static LineBuffer h;
@@ -71,22 +48,8 @@ void emit_marks(TraceWriter& w, int first, int count) {
   }
 }
 
-TEST(Flush, BackgroundThreadWritesWithinTheFlushInterval) {
-  TempDir dir;
-  TraceWriter w(TickClock::monotonic_ns(), 1 << 20, /*flush_interval_ms=*/20);
-  ASSERT_TRUE(w.attach(create(dir / "t.jsonl"), dir / "t.jsonl", header_line()));
-  emit_marks(w, 0, 10);
-  // Nothing fills the 1 MiB buffer: only the periodic flush can write these.
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
-  std::size_t lines = 0;
-  while (std::chrono::steady_clock::now() < deadline &&
-         (lines = parse_lines(read_file(dir / "t.jsonl")).size()) < 11) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
-  EXPECT_EQ(lines, 11u);
-  LineBuffer end;
-  w.finish(end);
-}
+// The flush interval and a record caught half-written: flush_gap_test.cpp,
+// which holds the threads at exact points through the writer's test hooks.
 
 TEST(Flush, FreeRecordedBeforeTheRealFreeComesBeforeTheAllocThatReusesIt) {
   // Thread A records "free k" and only then passes address k on; thread B
