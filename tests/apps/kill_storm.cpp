@@ -8,7 +8,9 @@
 // kernel keeps when the process is killed): those events were recorded, and
 // the completed trace must hold every one of them.
 //
-//   kill_storm THREADS PROGRESS   prints "ready" once every thread has started
+//   kill_storm THREADS PROGRESS [hog]   prints "ready" once every thread has
+//   made its first allocation; with `hog` the main thread then takes host memory, 1 MiB at a
+//   time, until the kernel's OOM killer ends the process (a memory cgroup).
 #include <cuda_runtime_api.h>
 #include <fcntl.h>
 #include <sys/mman.h>
@@ -17,14 +19,15 @@
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <thread>
 #include <vector>
 
 #include "robustness_support.h"
 
 int main(int argc, char** argv) {
-  if (argc != 3) {
-    std::fprintf(stderr, "usage: kill_storm THREADS PROGRESS\n");
+  if (argc != 3 && argc != 4) {
+    std::fprintf(stderr, "usage: kill_storm THREADS PROGRESS [hog]\n");
     return 2;
   }
   const int threads = std::atoi(argv[1]);
@@ -34,11 +37,9 @@ int main(int argc, char** argv) {
   void* map = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   if (map == MAP_FAILED) return 2;
   auto* progress = static_cast<std::atomic<std::uint64_t>*>(map);
-  std::atomic<int> started{0};
   std::vector<std::thread> workers;
   for (int t = 0; t < threads; ++t) {
     workers.emplace_back([&, t] {
-      started.fetch_add(1);
       for (std::uint64_t k = 0;; ++k) {
         void* p = must_malloc(1 + static_cast<std::size_t>(t) + static_cast<std::size_t>(threads) * k);
         progress[2 * t].store(k + 1, std::memory_order_release);
@@ -47,8 +48,21 @@ int main(int argc, char** argv) {
       }
     });
   }
-  while (started.load() < threads) std::this_thread::yield();
+  // Ready once every thread has made its first allocation: the trace (and
+  // its pending file) exist, however slowly a sanitizer runs the start.
+  for (int t = 0; t < threads; ++t) {
+    while (progress[2 * t].load(std::memory_order_acquire) == 0) std::this_thread::yield();
+  }
   std::printf("ready\n");
   std::fflush(stdout);
+  if (argc == 4) {
+    std::vector<char*> hog;
+    for (;;) {
+      auto* block = static_cast<char*>(std::malloc(1 << 20));
+      if (block == nullptr) continue;
+      std::memset(block, 1, 1 << 20);
+      hog.push_back(block);
+    }
+  }
   for (auto& w : workers) w.join();
 }

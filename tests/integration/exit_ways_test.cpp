@@ -119,6 +119,10 @@ class WayOut : public ::testing::TestWithParam<const char*> {};
 bool ends_a_thread(const std::string& way) {
   return way == "return" || way == "pthread_exit" || way == "exit_thread";
 }
+// A handler that calls exit() runs every exit handler inside the signal
+// (the program's own choice; POSIX allows only _exit there), and
+// ThreadSanitizer reports the simulated driver's frees made there.
+bool exits_inside_a_signal(const std::string& way) { return way == "handler-exit" || way == "segv-exit"; }
 #endif
 
 TEST_P(WayOut, LeavesACompleteTraceFromMainForkedChildAndThread) {
@@ -130,6 +134,7 @@ TEST_P(WayOut, LeavesACompleteTraceFromMainForkedChildAndThread) {
     // fault_matrix_test.cpp's main-pthread-exit row). The plain and ASan
     // runs check these.
     if (ends_a_thread(GetParam()) && (where != "main" || std::string(GetParam()) != "return")) continue;
+    if (exits_inside_a_signal(GetParam())) continue;
 #endif
     expect_same_and_complete({kApps + "/exit_ways", GetParam(), where}, std::string(GetParam()) + " " + where);
   }
@@ -182,6 +187,12 @@ TEST(SyscallHook, PassesEveryOtherCallOnUnchanged) {
 // ---- Python ------------------------------------------------------------------
 
 TEST(PythonWayOut, OsExitSysExitAndAMultiprocessingForkChild) {
+#if defined(__SANITIZE_THREAD__)
+  // The simulated libcudart the script loads is this build's, instrumented
+  // for ThreadSanitizer, which an uninstrumented python3 cannot load (the
+  // python.* tests are left out of this run for the same reason).
+  GTEST_SKIP() << "python3 cannot load the ThreadSanitizer build's simulated CUDA";
+#endif
   for (const std::string way : {"os_exit", "sys_exit", "mp_fork"}) {
     expect_same_and_complete({CUMEMTRACE_PYTHON3, CUMEMTRACE_PYTHON_APPS_DIR "/exit_ways.py", way},
                              "python " + way);
