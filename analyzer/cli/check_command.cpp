@@ -1,19 +1,14 @@
 // `cumemtrace check TRACE... --max-...`: limits for CI, exit 1 when one is
 // exceeded; and `run --check LIST`, which checks the traces a run wrote.
-#include <glob.h>
 #include <spdlog/spdlog.h>
-#include <sys/stat.h>
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
-#include <map>
 #include <optional>
-#include <tuple>
 
 #include "commands.h"
 #include "cumemtrace/analyzer/check.h"
 #include "cumemtrace/analyzer/trace_reader.h"
-#include "cumemtrace/output_template.h"
 #include "exit_codes.h"
 #include "load_report.h"
 #include "output_file.h"
@@ -150,50 +145,6 @@ int check_traces(const std::vector<std::string>& traces, const CheckRequest& req
   return failed ? kExitCheckFailed : kExitOk;
 }
 
-// The files the output template can produce, as a glob pattern: %p and %t
-// (a child's pid, the start time) match anything.
-std::string trace_glob(std::string_view output_template) {
-  std::string pattern;
-  for (std::size_t i = 0; i < output_template.size(); ++i) {
-    const char c = output_template[i];
-    if (c == '%' && i + 1 < output_template.size()) {
-      switch (output_template[++i]) {
-        case 'p':
-        case 't': pattern += '*'; continue;
-        case 'h': {
-          char host[256] = {};
-          ::gethostname(host, sizeof host - 1);
-          pattern += format::file_name_safe(host);
-          continue;
-        }
-        case 'r': pattern += format::file_name_safe(format::rank_from_environment()); continue;
-        case '%': pattern += '%'; continue;
-        default: pattern += '%'; break;  // stays as written, like the preload does
-      }
-    }
-    const char literal = output_template[i];
-    if (literal == '*' || literal == '?' || literal == '[' || literal == '\\') pattern += '\\';
-    pattern += literal;
-  }
-  return pattern;
-}
-
-using FileStamp = std::tuple<ino_t, std::int64_t, std::int64_t, off_t>;  // inode, mtime s, ns, size
-
-std::map<std::string, FileStamp> matching_files(const std::string& pattern) {
-  std::map<std::string, FileStamp> files;
-  glob_t found{};
-  if (::glob(pattern.c_str(), 0, nullptr, &found) == 0) {
-    for (std::size_t i = 0; i < found.gl_pathc; ++i) {
-      struct stat st {};
-      if (::stat(found.gl_pathv[i], &st) != 0 || !S_ISREG(st.st_mode)) continue;
-      files[found.gl_pathv[i]] = FileStamp{st.st_ino, st.st_mtim.tv_sec, st.st_mtim.tv_nsec, st.st_size};
-    }
-  }
-  ::globfree(&found);
-  return files;
-}
-
 }  // namespace
 
 CLI::App* add_check_command(CLI::App& app, CheckArgs& args) {
@@ -246,7 +197,7 @@ int check_command(const CheckArgs& args) {
 struct RunCheck::State {
   CheckRequest request;
   std::string pattern;
-  std::map<std::string, FileStamp> before;
+  TraceFileStamps before;
 };
 
 std::unique_ptr<RunCheck> RunCheck::prepare(const std::string& list, const std::string& output_template,
@@ -259,8 +210,8 @@ std::unique_ptr<RunCheck> RunCheck::prepare(const std::string& list, const std::
     spdlog::error("{}", e.what());
     return nullptr;
   }
-  state->pattern = trace_glob(output_template);
-  state->before = matching_files(state->pattern);
+  state->pattern = trace_file_pattern(output_template);
+  state->before = trace_file_stamps(state->pattern);
   return std::unique_ptr<RunCheck>(new RunCheck(std::move(state)));
 }
 
@@ -268,11 +219,7 @@ RunCheck::RunCheck(std::unique_ptr<State> state) : state_(std::move(state)) {}
 RunCheck::~RunCheck() = default;
 
 int RunCheck::check_new_traces() {
-  std::vector<std::string> traces;
-  for (const auto& [path, stamp] : matching_files(state_->pattern)) {
-    const auto old = state_->before.find(path);
-    if (old == state_->before.end() || old->second != stamp) traces.push_back(path);
-  }
+  const std::vector<std::string> traces = changed_trace_files(state_->before, trace_file_stamps(state_->pattern));
   if (traces.empty()) {
     // Nothing measured is not a pass: the limits were asked for.
     spdlog::error("check failed: no trace was written (the program made no device allocation that cumemtrace saw)");
