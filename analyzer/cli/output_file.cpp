@@ -37,6 +37,47 @@ std::string failure(const std::string& path, int err) {
   return "cannot write " + path + ": " + std::strerror(err);
 }
 
+// Where the bytes for `path` go. A regular file (or a new one) is written
+// beside itself under a temporary name and renamed over it when complete,
+// so a failed run never leaves half a report; through a symlink, beside the
+// file it names, so the link stays a link. Anything else that exists (a
+// character device such as /dev/null, a FIFO, /dev/stdout) is opened and
+// written in place: renaming over /dev/null, as root, once replaced the
+// device with a regular file and broke every program on the machine that
+// writes to it.
+struct OutputTarget {
+  int fd = -1;
+  std::string temp;       // "" when written in place
+  std::string rename_to;  // the regular file the temporary becomes
+};
+
+std::string open_target(const std::string& path, OutputTarget& target) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) {
+    if (S_ISDIR(st.st_mode)) return failure(path, EISDIR);
+    target.fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC);
+    if (target.fd < 0) return failure(path, errno);
+    return {};
+  }
+  target.rename_to = path;
+  char resolved[PATH_MAX];
+  struct stat link {};
+  if (::lstat(path.c_str(), &link) == 0 && S_ISLNK(link.st_mode) && ::realpath(path.c_str(), resolved) != nullptr) {
+    target.rename_to = resolved;
+  }
+  std::string temp_template = target.rename_to + ".tmp.XXXXXX";
+  std::vector<char> temp(temp_template.begin(), temp_template.end());
+  temp.push_back('\0');
+  target.fd = ::mkstemp(temp.data());
+  if (target.fd < 0) return failure(path, errno);
+  // mkstemp creates 0600; a report is an ordinary file, so honour the umask.
+  mode_t mask = ::umask(0);
+  ::umask(mask);
+  ::fchmod(target.fd, 0666 & ~mask);
+  target.temp = temp.data();
+  return {};
+}
+
 }  // namespace
 
 std::string write_output(const std::string& path, std::string_view content) {
@@ -44,21 +85,14 @@ std::string write_output(const std::string& path, std::string_view content) {
     if (!write_all(STDOUT_FILENO, content)) return failure("standard output", errno);
     return {};
   }
-  std::string temp_template = path + ".tmp.XXXXXX";
-  std::vector<char> temp(temp_template.begin(), temp_template.end());
-  temp.push_back('\0');
-  int fd = ::mkstemp(temp.data());
-  if (fd < 0) return failure(path, errno);
-  // mkstemp creates 0600; a report is an ordinary file, so honour the umask.
-  mode_t mask = ::umask(0);
-  ::umask(mask);
-  ::fchmod(fd, 0666 & ~mask);
+  OutputTarget target;
+  if (std::string error = open_target(path, target); !error.empty()) return error;
   int err = 0;
-  if (!write_all(fd, content)) err = errno;
-  if (::close(fd) != 0 && err == 0) err = errno;
-  if (err == 0 && ::rename(temp.data(), path.c_str()) != 0) err = errno;
+  if (!write_all(target.fd, content)) err = errno;
+  if (::close(target.fd) != 0 && err == 0) err = errno;
+  if (err == 0 && !target.temp.empty() && ::rename(target.temp.c_str(), target.rename_to.c_str()) != 0) err = errno;
   if (err != 0) {
-    ::unlink(temp.data());
+    if (!target.temp.empty()) ::unlink(target.temp.c_str());
     return failure(path, err);
   }
   return {};
@@ -80,16 +114,12 @@ std::string StreamedOutput::open(const std::string& path) {
     fd = ::dup(STDOUT_FILENO);  // the buffer closes its descriptor, never stdout itself
     if (fd < 0) return failure("standard output", errno);
   } else {
-    std::string temp_template = path + ".tmp.XXXXXX";
-    std::vector<char> temp(temp_template.begin(), temp_template.end());
-    temp.push_back('\0');
-    fd = ::mkstemp(temp.data());
-    if (fd < 0) return failure(path, errno);
-    mode_t mask = ::umask(0);  // as write_output: an ordinary file, honouring the umask
-    ::umask(mask);
-    ::fchmod(fd, 0666 & ~mask);
+    OutputTarget target;
+    if (std::string error = open_target(path, target); !error.empty()) return error;
+    fd = target.fd;
     path_ = path;
-    temp_ = temp.data();
+    temp_ = target.temp;
+    rename_to_ = target.rename_to;
   }
   constexpr std::size_t kBufferBytes = std::size_t{1} << 16;
   buffer_ = std::make_unique<__gnu_cxx::stdio_filebuf<char>>(fd, std::ios::out, kBufferBytes);
@@ -103,7 +133,7 @@ std::string StreamedOutput::commit() {
   stream_->flush();
   int err = stream_->good() ? 0 : (errno != 0 ? errno : EIO);
   if (buffer_->close() == nullptr && err == 0) err = errno != 0 ? errno : EIO;
-  if (err == 0 && !temp_.empty() && ::rename(temp_.c_str(), path_.c_str()) != 0) err = errno;
+  if (err == 0 && !temp_.empty() && ::rename(temp_.c_str(), rename_to_.c_str()) != 0) err = errno;
   if (err != 0) return failure(shown, err);
   temp_.clear();
   return {};

@@ -19,6 +19,8 @@
 namespace cumemtrace::cli {
 
 // Returns an empty string on success, else one line saying what failed.
+// A path that names a device or a FIFO (/dev/null, /dev/stdout) is written
+// in place, never replaced; one through a symlink replaces the file it names.
 std::string write_output(const std::string& path, std::string_view content);
 
 // The same for output too large to build in memory first (timeline, export):
@@ -38,8 +40,9 @@ class StreamedOutput {
   std::ostream& stream() { return *stream_; }
 
  private:
-  std::string path_;  // empty: standard output
-  std::string temp_;
+  std::string path_;       // empty: standard output
+  std::string temp_;       // empty: written in place (stdout, a device, a FIFO)
+  std::string rename_to_;  // what temp_ becomes: path_, or the file a symlink names
   std::unique_ptr<__gnu_cxx::stdio_filebuf<char>> buffer_;
   std::unique_ptr<std::ostream> stream_;
 };

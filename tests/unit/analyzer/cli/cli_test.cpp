@@ -1,7 +1,9 @@
 // The `cumemtrace` binary as users run it: exit codes, messages, `report`
 // output files, and `run` launching a program with a stand-in preload.
 #include <gtest/gtest.h>
+#include <fcntl.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -120,6 +122,62 @@ TEST(Cli, ReportToAFileIsAtomicAndFailsCleanly) {
     CommandResult denied = cli({"report", tmp.path("t.jsonl"), "-o", locked + "/r.txt"});
     EXPECT_EQ(denied.exit_code, 2);
     EXPECT_FALSE(testing::file_exists(locked + "/r.txt"));
+  }
+}
+
+// `-o /dev/null` once renamed a regular file over /dev/null (as root, which
+// may create files in /dev): the device was gone for every program on the
+// machine. A FIFO stands in for the device here: written in place, it stays
+// a FIFO and its reader gets the report; a symlink stays a symlink, and the
+// file it names gets the report.
+TEST(Cli, OutputToADeviceOrFifoIsWrittenInPlaceAndASymlinkIsKept) {
+  TempDir tmp;
+  testing::write_file(tmp.path("t.jsonl"), small_trace());
+  const std::string expected = cli({"report", tmp.path("t.jsonl")}).out;
+  const std::string expected_csv = cli({"export", tmp.path("t.jsonl"), "--format", "csv"}).out;
+  ASSERT_FALSE(expected.empty());
+  for (const std::vector<std::string>& command :
+       {std::vector<std::string>{"report", tmp.path("t.jsonl")},  // write_output
+        std::vector<std::string>{"export", tmp.path("t.jsonl"), "--format", "csv"}}) {  // write_streamed
+    const std::string fifo = tmp.path("fifo");
+    ::unlink(fifo.c_str());
+    ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+    // Both ends open before the command runs, so nothing blocks whatever it
+    // does: were the FIFO replaced, the reader would just see end of file.
+    const int read_end = ::open(fifo.c_str(), O_RDONLY | O_NONBLOCK);
+    const int held_open = ::open(fifo.c_str(), O_WRONLY);
+    ASSERT_GE(read_end, 0);
+    ASSERT_GE(held_open, 0);
+    ::fcntl(read_end, F_SETFL, 0);
+    std::string received;
+    std::thread reader([&] {
+      char buffer[4096];
+      for (ssize_t n; (n = ::read(read_end, buffer, sizeof buffer)) > 0;) received.append(buffer, static_cast<std::size_t>(n));
+    });
+    std::vector<std::string> args = command;
+    args.insert(args.end(), {"-o", fifo});
+    CommandResult r = cli(args);
+    ::close(held_open);
+    reader.join();
+    ::close(read_end);
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_EQ(received, command[0] == "report" ? expected : expected_csv);
+    struct stat st {};
+    ASSERT_EQ(::lstat(fifo.c_str(), &st), 0);
+    EXPECT_TRUE(S_ISFIFO(st.st_mode)) << "the FIFO was replaced by a file";
+
+    const std::string target = tmp.path("target.txt");
+    const std::string link = tmp.path("link.txt");
+    testing::write_file(target, "old");
+    ::unlink(link.c_str());
+    ASSERT_EQ(::symlink(target.c_str(), link.c_str()), 0);
+    args = command;
+    args.insert(args.end(), {"-o", link});
+    r = cli(args);
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    ASSERT_EQ(::lstat(link.c_str(), &st), 0);
+    EXPECT_TRUE(S_ISLNK(st.st_mode)) << "the symlink was replaced by a file";
+    EXPECT_EQ(testing::read_file(target), command[0] == "report" ? expected : expected_csv);
   }
 }
 
