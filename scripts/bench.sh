@@ -308,6 +308,13 @@ table_row "analyzer: peak RSS on those traces" "heaptrack_print ${an[theirs_rss_
   "report ${an[ours_rss_mib]} MiB" "" "" "$analyzer_cmd"
 table_row "analyzer: peak RSS, report on a ${an[big_events]}-event trace (${an[big_mib]} MiB)" "" \
   "${an[big_rss_mib]} MiB" "${an[big_meps_cpu]} M events/s" "" "$analyzer_cmd"
+for format in folded torch_snapshot perfetto; do
+  goal=""
+  [[ $format != perfetto ]] && goal=">= 0.5x report"
+  table_row "analyzer: export --format ${format//_/-}, events/s, CPU time (same traces)" \
+    "report ${an[ours_meps_cpu]} M/s" "${an[export_${format}_meps_cpu]} M/s, ${an[export_${format}_rss_mib]} MiB" \
+    "${an[export_${format}_vs_report]}x report's speed" "$goal" "$analyzer_cmd"
+done
 
 # 5. Trace bytes per event (per line): the loop's traces with stacks, plain
 # (from the timed runs, part 1) and zstd (one more run each, untimed).

@@ -9,6 +9,11 @@
 #    whatever else the machine runs. Peak RSS of both comes from the same runs;
 #  - the per-event bookkeeping alone (tests/bench/analysis_bench.cpp:
 #    Analysis::consume on events decoded in memory), on a smaller trace;
+#  - `cumemtrace export` to the formats other tools read (folded stacks, a
+#    PyTorch snapshot pickle, Perfetto) on the same synthetic trace, in the
+#    same alternating runs: their events/s beside report's (issue 19 wants
+#    folded and torch-snapshot at no less than half of report's), and their
+#    peak RSS, which stays bounded by the live set and the stacks;
 #  - peak RSS of `cumemtrace report` on a trace of RSS_EVENTS lines.
 #   scripts/bench_analyzer.sh [--values FILE] [BUILD_DIR]   (scripts/bench.sh calls it)
 #   BENCH_ANALYZER_EVENTS=3000000 BENCH_RSS_EVENTS=10000000 BENCH_CONSUME_EVENTS=300000
@@ -65,11 +70,16 @@ time_once() {
 column() { cut -d' ' -f"$1" | median; }
 
 ours=() theirs=()
+export_formats=(folded torch-snapshot perfetto)
+declare -A exported=()
 time_once "$cli" report "$scratch/synthetic.jsonl" >/dev/null  # warm the page cache
 time_once heaptrack_print "$heaptrack_file" >/dev/null
 for ((i = 0; i < runs; i++)); do
   ours+=("$(time_once "$cli" report "$scratch/synthetic.jsonl")")
   theirs+=("$(time_once heaptrack_print "$heaptrack_file")")
+  for format in "${export_formats[@]}"; do
+    exported[$format]+="$(time_once "$cli" export "$scratch/synthetic.jsonl" --format "$format")"$'\n'
+  done
 done
 ours_wall=$(printf '%s\n' "${ours[@]}" | column 1)
 ours_cpu=$(printf '%s\n' "${ours[@]}" | column 2)
@@ -78,6 +88,11 @@ theirs_wall=$(printf '%s\n' "${theirs[@]}" | column 1)
 theirs_cpu=$(printf '%s\n' "${theirs[@]}" | column 2)
 theirs_rss=$(printf '%s\n' "${theirs[@]}" | column 3)
 rate() { calc '(s > 0) ? n / s / 1e6 : 0' n="$1" s="$2" | xargs printf '%.2f'; }
+declare -A export_cpu=() export_rss=()
+for format in "${export_formats[@]}"; do
+  export_cpu[$format]=$(printf '%s' "${exported[$format]}" | column 2)
+  export_rss[$format]=$(printf '%s' "${exported[$format]}" | column 3)
+done
 # How the synthetic lines were decoded (analyzer/read/line_shapes.h), untimed.
 "$cli" -v report "$scratch/synthetic.jsonl" 2>"$scratch/verbose" >/dev/null
 shaped=$(sed -n 's/.*: \([0-9]*\) of \([0-9]*\) lines decoded through a known line shape.*/\1 of \2/p' "$scratch/verbose")
@@ -119,6 +134,14 @@ big_mib $big_mib
 big_rss_mib $(kib_to_mib "$big_rss")
 big_meps_cpu $(rate "$big_events" "$big_cpu")
 VALUES
+  for format in "${export_formats[@]}"; do
+    key=${format//-/_}
+    cat >>"$values_file" <<VALUES
+export_${key}_meps_cpu $(rate "$trace_events" "${export_cpu[$format]}")
+export_${key}_vs_report $(calc 'r / e' r="$ours_cpu" e="${export_cpu[$format]}" | xargs printf '%.2f')
+export_${key}_rss_mib $(kib_to_mib "${export_rss[$format]}")
+VALUES
+  done
   exit 0
 fi
 
@@ -137,10 +160,16 @@ printf '| %-62s | %13sx | %13sx | %10s |\n' "cumemtrace / heaptrack_print, per e
   "$(ratio "$trace_events" "$ours_wall" "$heaptrack_events" "$theirs_wall")" \
   "$(ratio "$trace_events" "$ours_cpu" "$heaptrack_events" "$theirs_cpu")" ""
 printf '| %-62s | %14s | %14s | %10s |\n' "Analysis::consume alone (analysis_bench), ns per event" "" "$consume_ns ns" ""
+for format in "${export_formats[@]}"; do
+  printf '| %-62s | %14s | %14s | %6s MiB |\n' "cumemtrace export --format $format, same trace (x report's speed)" \
+    "" "$(rate "$trace_events" "${export_cpu[$format]}") ($(calc 'r / e' r="$ours_cpu" e="${export_cpu[$format]}" |
+      xargs printf '%.2f')x)" "$(kib_to_mib "${export_rss[$format]}")"
+done
 printf '| %-62s | %14s | %14s | %6s MiB |\n' "cumemtrace report, synthetic trace ($big_events events, $big_mib MiB)" \
   "" "$(rate "$big_events" "$big_cpu")" "$(kib_to_mib "$big_rss")"
 echo "lines decoded through a known line shape (the rest by simdjson): ${shaped:-unknown}"
 echo "timed: /usr/bin/time -f '%e %U %S %M' taskset -c $cpu $cli report SYNTHETIC.jsonl"
+echo "       /usr/bin/time -f '%e %U %S %M' taskset -c $cpu $cli export SYNTHETIC.jsonl --format FORMAT"
 echo "       /usr/bin/time -f '%e %U %S %M' taskset -c $cpu heaptrack_print WORKLOAD.${heaptrack_file##*.}"
 echo "       taskset -c $cpu $build/bin/analysis_bench SYNTHETIC-$consume_events.jsonl --benchmark_repetitions=$runs"
 echo "  medians in seconds: cumemtrace report ${ours_cpu} cpu (${ours_wall} wall), heaptrack_print ${theirs_cpu} cpu (${theirs_wall} wall)"

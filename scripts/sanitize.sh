@@ -108,10 +108,14 @@ run_one() {
     # side, which the C++ programs already cover (they pass here, with no
     # report, when run by hand); the code they exercise (stacks/python_*)
     # runs under both sanitizers in preload_unit_tests.
+    # clients.* tests: other programs reading our outputs (Chromium through
+    # playwright, speedscope, DuckDB, pandas, tmux); the analyzer code that
+    # wrote those outputs runs here in its own unit and golden tests, and
+    # each client's start-up (Chromium's is seconds) is not worth CI's time.
     # (The programs that fork while other threads run and whose children
     # exit() turn off LeakSanitizer's at-exit check for themselves:
     # tests/apps/forks_under_lsan.h says why.)
-    select=(-E '^(analyzer\.Memory\.PeakResidentMemoryDoesNotGrowWithTheTrace|python\..*)$')
+    select=(-E '^(analyzer\.Memory\.PeakResidentMemoryDoesNotGrowWithTheTrace|python\..*|clients\..*)$')
   fi
   local -a target_args=()
   for t in "${targets[@]}"; do target_args+=(--target "$t"); done

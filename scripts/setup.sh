@@ -24,6 +24,9 @@ packages=(
   chromium               # the HTML report's browser tests (headless)
   libpng-dev             # reading those tests' screenshots
   libpython3-dev         # tests/apps/python_embed: a program that embeds CPython
+  python3-pandas         # README's pandas recipe, proved by a test (Debian's /usr/bin/python3)
+  tmux                   # `cumemtrace top`'s terminal test (capture-pane)
+  nodejs                 # tests/js: playwright-core, speedscope and DuckDB (npm registry)
 )
 
 missing=()
@@ -45,6 +48,20 @@ else
   export DEBIAN_FRONTEND=noninteractive
   $sudo apt-get update -qq
   $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
+
+# Debian's nodejs leaves npm to its own package; NodeSource's carries it.
+if ! command -v npm >/dev/null; then
+  ${sudo:-} apt-get install -y -qq --no-install-recommends npm
+fi
+
+# The JavaScript clients the tests drive (tests/js/package.json, versions
+# pinned by its package-lock.json): reinstalled only when the lock changed.
+js=$(cd "$(dirname "${BASH_SOURCE[0]}")/../tests/js" && pwd)
+if ! cmp -s "$js/package-lock.json" "$js/node_modules/.package-lock.json.installed" 2>/dev/null; then
+  echo "setup: installing tests/js's npm packages"
+  (cd "$js" && npm ci --no-audit --no-fund --loglevel=error >/dev/null)
+  cp "$js/package-lock.json" "$js/node_modules/.package-lock.json.installed"
 fi
 
 if ! command -v nvcc >/dev/null && [[ ! -x /usr/local/cuda/bin/nvcc ]]; then

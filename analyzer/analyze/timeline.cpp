@@ -1,6 +1,7 @@
 #include "cumemtrace/analyzer/timeline.h"
 
 #include <algorithm>
+#include <iterator>
 #include <limits>
 #include <tuple>
 
@@ -19,6 +20,18 @@ TimelineSample higher_allocated(const TimelineSample& earlier, const TimelineSam
 }
 TimelineSample higher_reserved(const TimelineSample& earlier, const TimelineSample& later) {
   const bool later_wins = later.reserved > earlier.reserved ||
+                          (later.reserved == earlier.reserved && later.t == earlier.t);
+  return later_wins ? later : earlier;
+}
+
+// The same for the lowest moments (TimelineOptions::keep_minima).
+TimelineSample lower_allocated(const TimelineSample& earlier, const TimelineSample& later) {
+  const bool later_wins = later.allocated < earlier.allocated ||
+                          (later.allocated == earlier.allocated && later.t == earlier.t);
+  return later_wins ? later : earlier;
+}
+TimelineSample lower_reserved(const TimelineSample& earlier, const TimelineSample& later) {
+  const bool later_wins = later.reserved < earlier.reserved ||
                           (later.reserved == earlier.reserved && later.t == earlier.t);
   return later_wins ? later : earlier;
 }
@@ -84,6 +97,8 @@ void TimelineCollector::widen_buckets() {
           } else {
             merged.at_allocated_max = higher_allocated(merged.at_allocated_max, next.at_allocated_max);
             merged.at_reserved_max = higher_reserved(merged.at_reserved_max, next.at_reserved_max);
+            merged.at_allocated_min = lower_allocated(merged.at_allocated_min, next.at_allocated_min);
+            merged.at_reserved_min = lower_reserved(merged.at_reserved_min, next.at_reserved_min);
           }
         }
         const PoolBucket& next_pool = d.pool_buckets[2 * j + 1];
@@ -118,10 +133,14 @@ void TimelineCollector::record_changes(std::uint64_t t) {
     }
     SampleBucket& bucket = d->buckets[bucket_index(t)];
     if (!bucket.used) {
-      bucket = SampleBucket{true, sample, sample};
+      bucket = SampleBucket{true, sample, sample, sample, sample};
     } else {
       bucket.at_allocated_max = higher_allocated(bucket.at_allocated_max, sample);
       bucket.at_reserved_max = higher_reserved(bucket.at_reserved_max, sample);
+      if (options_.keep_minima) {
+        bucket.at_allocated_min = lower_allocated(bucket.at_allocated_min, sample);
+        bucket.at_reserved_min = lower_reserved(bucket.at_reserved_min, sample);
+      }
     }
   }
 }
@@ -202,6 +221,19 @@ std::map<int, std::vector<TimelineSample>> TimelineCollector::samples_by_device(
     std::vector<TimelineSample> samples;
     for (const SampleBucket& b : d.buckets) {
       if (!b.used) continue;
+      if (options_.keep_minima) {
+        // Up to four moments, each a real state, in time order (a moment
+        // that is two of the extremes appears once).
+        TimelineSample moments[] = {b.at_allocated_max, b.at_reserved_max, b.at_allocated_min, b.at_reserved_min};
+        std::stable_sort(std::begin(moments), std::end(moments),
+                         [](const TimelineSample& x, const TimelineSample& y) { return x.t < y.t; });
+        const std::size_t bucket_start = samples.size();
+        for (const TimelineSample& m : moments) {
+          const auto here = samples.begin() + static_cast<std::ptrdiff_t>(bucket_start);
+          if (std::find(here, samples.end(), m) == samples.end()) samples.push_back(m);
+        }
+        continue;
+      }
       const TimelineSample& a = b.at_allocated_max;
       const TimelineSample& r = b.at_reserved_max;
       // One moment shows both maxima when it is the same moment, or when

@@ -23,6 +23,7 @@ struct RunArgs {
   std::vector<std::string> command;  // the program and its arguments
   std::optional<std::string> check;  // --check LIST, checked after the run ('' is a usage error)
   bool allow_incomplete = false;     // --check judges a cut or lossy trace too
+  bool live = false;                 // --live: the live view (live_view.h) while the program runs
 };
 CLI::App* add_run_command(CLI::App& app, RunArgs& args);
 int run_command(const RunArgs& args);
@@ -123,10 +124,21 @@ struct TimelineArgs {
 CLI::App* add_timeline_command(CLI::App& app, TimelineArgs& args);
 int timeline_command(const TimelineArgs& args);
 
+struct TopArgs {
+  std::string trace;
+  double interval = 1.0;  // seconds between redraws
+  bool stay = false;      // keep the view after the end line
+  std::size_t top = 5;    // call sites shown
+};
+CLI::App* add_top_command(CLI::App& app, TopArgs& args);
+int top_command(const TopArgs& args);
+
 struct ExportArgs {
   std::string trace;
   std::string format;
   std::string output;  // empty: standard output
+  std::string what;    // --format folded: peak, leaks or allocated; empty: not given (peak)
+  std::string points;  // --format perfetto: N or all; empty: not given (kPerfettoDefaultPoints)
 };
 CLI::App* add_export_command(CLI::App& app, ExportArgs& args);
 int export_command(const ExportArgs& args);

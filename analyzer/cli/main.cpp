@@ -49,6 +49,8 @@ int main_checked(int argc, char** argv) {
   CLI::App* export_cli = add_export_command(app, export_args);
   RecoverArgs recover_args;
   CLI::App* recover = add_recover_command(app, recover_args);
+  TopArgs top_args;
+  CLI::App* top = add_top_command(app, top_args);
 
   try {
     app.parse(argc, argv);
@@ -67,6 +69,7 @@ int main_checked(int argc, char** argv) {
   if (timeline->parsed()) return timeline_command(timeline_args);
   if (export_cli->parsed()) return export_command(export_args);
   if (recover->parsed()) return recover_command(recover_args);
+  if (top->parsed()) return top_command(top_args);
   return kExitUsage;
 }
 

@@ -57,6 +57,7 @@ struct OneReport {
   Json json;
   std::string text;
   std::optional<analyzer::TimelineCollector> timeline;  // for a page of several traces
+  std::vector<analyzer::FlameTree> flames;               // likewise
 };
 
 // Reads and analyses one trace; the reader and the analysis (the live set)
@@ -117,8 +118,16 @@ OneReport report_one(const std::string& path, const ReportArgs& args, bool with_
     if (advice) report.text += "\n" + analyzer::render_advice_text(*advice);
     else if (!advice_skipped.empty()) report.text += "\nAllocator advice\n  " + advice_skipped + "\n";
   }
-  if (format == "html" && several) report.timeline = std::move(timeline);
-  else if (format == "html") report.text = analyzer::render_html_report(report.json, *timeline, path, args.full_stacks);
+  if (format == "html") {
+    // The flame graphs need the analysis, released once this trace is done.
+    std::vector<analyzer::FlameTree> flames = analyzer::html_flame_trees(analysis);
+    if (several) {
+      report.timeline = std::move(timeline);
+      report.flames = std::move(flames);
+    } else {
+      report.text = analyzer::render_html_report(report.json, *timeline, path, args.full_stacks, flames);
+    }
+  }
   return report;
 }
 
@@ -139,7 +148,9 @@ CLI::App* add_report_command(CLI::App& app, ReportArgs& args) {
                    "Trace files (.jsonl or .jsonl.zst; - for standard input); several give one report with a "
                    "per-process table (ranks, children)")
       ->required();
-  report->add_option("--format", args.format, "Output format")
+  report->add_option("--format", args.format,
+                     "Output format; html is one self-contained page with charts, segment maps and flame graphs "
+                     "(live at the peak, leaks, everything allocated)")
       ->check(CLI::IsMember({"text", "json", "html"}))
       ->capture_default_str();
   report->add_option("-o,--output", args.output, "Write the report to this file instead of stdout");
@@ -180,7 +191,7 @@ int report_command(const ReportArgs& args) {
         OneReport one = report_one(path, args, true, true);  // the table comes from the JSON
         rows.push_back(process_row(one.json));
         if (one.timeline) {
-          pages.push_back(HtmlTrace{std::move(one.json), std::move(*one.timeline), path});
+          pages.push_back(HtmlTrace{std::move(one.json), std::move(*one.timeline), path, std::move(one.flames)});
         } else {
           reports.push_back(std::move(one.json));
           texts.push_back(std::move(one.text));

@@ -29,6 +29,7 @@
 #include "cumemtrace/output_template.h"
 #include "cumemtrace/trace_format.h"
 #include "exit_codes.h"
+#include "live_view.h"
 #include "output_file.h"
 
 namespace cumemtrace::cli {
@@ -573,6 +574,26 @@ void report_run_traces(const std::vector<std::string>& paths, const std::string&
   }
 }
 
+// `--live`: the view follows the program's own trace (not those of children
+// it forks) from the moment the program creates it.
+std::unique_ptr<LiveRun> start_live_view(const RunArgs& args, const std::string& trace_pattern,
+                                         const TraceFileStamps& traces_before, pid_t pid) {
+  LiveOptions options;
+  options.fd = STDERR_FILENO;  // the program's stdout may go to a file; the view stays on the terminal
+  options.output = is_live_terminal(STDERR_FILENO) ? LiveOutput::bottom_panel : LiveOutput::lines;
+  options.line_prefix = "cumemtrace: ";
+  const std::optional<std::string> expected = expected_trace_path(output_template(args), pid);
+  auto locate = [expected, trace_pattern, traces_before]() -> std::optional<std::string> {
+    if (expected) return ::access(expected->c_str(), F_OK) == 0 ? expected : std::nullopt;
+    // %t in the template: the first trace file the run created.
+    const std::vector<std::string> created = changed_trace_files(traces_before, trace_file_stamps(trace_pattern));
+    if (created.empty()) return std::nullopt;
+    return created.front();
+  };
+  return std::make_unique<LiveRun>(options, locate,
+                                   "the program's first device allocation (" + expected.value_or("its trace") + ")");
+}
+
 }  // namespace
 
 CLI::App* add_run_command(CLI::App& app, RunArgs& args) {
@@ -620,6 +641,10 @@ CLI::App* add_run_command(CLI::App& app, RunArgs& args) {
   run->add_flag("--allow-incomplete", args.allow_incomplete,
                 "With --check: judge a trace that was cut short, lost events or was completed after a kill "
                 "(by default such a trace fails the check)");
+  run->add_flag("--live", args.live,
+                "Show the live view of `cumemtrace top` while the program runs: on a terminal, a panel at the "
+                "bottom of the screen (the program's output scrolls above it, and the last frame stays after "
+                "the run); else one summary line per second on stderr");
   run->add_option("command", args.command, "The program and its arguments (after --)")->required();
   // Everything from the program's name on belongs to the program, options included.
   run->positionals_at_end();
@@ -657,6 +682,8 @@ int run_command(const RunArgs& args) {
   take_over_signals(signals);
   const Started started = start_program(args.command, signals);
   if (started.pid > 0) g_child_pid = started.pid;
+  std::unique_ptr<LiveRun> live;
+  if (args.live && started.pid > 0) live = start_live_view(args, trace_pattern, traces_before, started.pid);
 
   const std::string& program = args.command.front();
   if (started.pid < 0) {
@@ -665,6 +692,7 @@ int run_command(const RunArgs& args) {
     return kExitUsage;
   }
   const std::optional<int> wait_status = wait_for(started.pid, signals);
+  if (live) live->program_ended();  // its last frame, and the terminal given back, before our own lines
   restore_signals(signals);
   // Our own last lines to a closed pipe must not turn the program's status into 141.
   ::signal(SIGPIPE, SIG_IGN);

@@ -8,6 +8,14 @@
 // on their thread's track; an E must close the slice its thread opened last,
 // so pops without an open range are dropped and ranges still open at the end
 // of the trace are closed there.
+//
+// Counters: one point per change of a 2.4-million-event trace is about as
+// large as the trace itself, more than a browser opens comfortably. So by
+// default (export_perfetto's `points`) the TimelineCollector cuts time into
+// buckets and keeps each bucket's extremes, real moments of the trace, and
+// those points go out once the trace is read, after the marks, OOMs and
+// errors, which stream as they come: the trace-event format lets events come
+// in any order, and the viewers sort them by time.
 #include <algorithm>
 #include <map>
 #include <ostream>
@@ -243,15 +251,18 @@ class PerfettoWriter final : public TimelineSink {
 
 }  // namespace
 
-ExportSummary export_perfetto(TraceReader& reader, std::ostream& out) {
+ExportSummary export_perfetto(TraceReader& reader, std::ostream& out, std::size_t points) {
   PerfettoWriter writer(out, reader.header());
   Analysis analysis;
-  TimelineCollector counters(TimelineOptions{.buckets = 0, .max_marks = 0, .max_ooms = 0}, &writer);
+  // The collector keeps no marks or OOMs: the writer sees those in on_event.
+  const TimelineOptions options{.buckets = points, .max_marks = 0, .max_ooms = 0, .keep_minima = true};
+  TimelineCollector counters(options, points == 0 ? &writer : nullptr);
   while (const TraceEvent* e = reader.next()) {
     analysis.consume(*e);
     counters.consume(*e, analysis);
     writer.on_event(*e, analysis.stacks());
   }
+  if (points != 0) counters.replay(writer);
   return writer.finish(analysis.last_t());
 }
 

@@ -271,4 +271,8 @@ std::unique_ptr<ByteSource> open_byte_source(const std::string& path) {
   return file;
 }
 
+std::unique_ptr<ByteSource> decompress_zstd(std::string path, std::unique_ptr<ByteSource> compressed) {
+  return std::make_unique<ZstdSource>(std::move(path), std::move(compressed));
+}
+
 }  // namespace cumemtrace::analyzer::detail

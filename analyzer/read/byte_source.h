@@ -41,4 +41,8 @@ class ByteSource {
 // number, wraps it in a streaming decompressor. Throws TraceError.
 std::unique_ptr<ByteSource> open_byte_source(const std::string& path);
 
+// `compressed`'s bytes decompressed as a zstd stream (following_source.cpp
+// wraps a file it follows so).
+std::unique_ptr<ByteSource> decompress_zstd(std::string path, std::unique_ptr<ByteSource> compressed);
+
 }  // namespace cumemtrace::analyzer::detail

@@ -65,17 +65,25 @@ std::optional<std::string> TraceHeader::env(std::string_view name) const {
   return it->get<std::string>();
 }
 
-TraceReader::TraceReader(std::string path, ReaderOptions options)
-    : path_(std::move(path)), options_(options) {
-  options_.max_line_bytes = std::max<std::size_t>(options_.max_line_bytes, 64);
-  if (options_.complete_killed && path_ != "-") {
+namespace {
+std::unique_ptr<detail::ByteSource> open_completed(const std::string& path, const ReaderOptions& options) {
+  if (options.complete_killed && path != "-") {
     try {
-      detail::complete_killed_trace(path_);
+      detail::complete_killed_trace(path);
     } catch (const std::exception&) {
       // Out of memory while recovering: the trace is read as it is.
     }
   }
-  source_ = detail::open_byte_source(path_);
+  return detail::open_byte_source(path);
+}
+}  // namespace
+
+TraceReader::TraceReader(std::string path, ReaderOptions options)
+    : TraceReader(path, open_completed(path, options), options) {}
+
+TraceReader::TraceReader(std::string path, std::unique_ptr<detail::ByteSource> source, ReaderOptions options)
+    : path_(std::move(path)), options_(options), source_(std::move(source)) {
+  options_.max_line_bytes = std::max<std::size_t>(options_.max_line_bytes, 64);
   parser_ = std::make_unique<detail::LineParser>();
   capacity_ = std::min(kInitialBufferBytes, options_.max_line_bytes + 1);
   buffer_ = std::make_unique<char[]>(capacity_ + detail::LineParser::kPadding);  // zeroed

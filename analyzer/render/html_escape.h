@@ -1,7 +1,9 @@
 // Escaping for the HTML report: every string that comes from a trace (names
 // of functions, marks, modules, APIs, the command line) goes through here
 // before it is written into the page, in text or in a double-quoted
-// attribute. The page never puts trace text inside <script> or <style>.
+// attribute. The page never puts trace text inside <style>, and inside a
+// <script> only as the flame graphs' JSON data (html_flame.h), which writes
+// every '<' as \u003c instead.
 #pragma once
 
 #include <string>

@@ -299,7 +299,8 @@ std::string render_html_multi_report(const std::vector<ProcessRow>& rows, const 
     std::string note;
     const std::vector<SegmentSnapshot> maps = detail::segment_maps_for(traces[i].report, traces[i].trace_path, note);
     std::string body;
-    detail::render_report_body(body, traces[i].report, traces[i].timeline, maps, note, heading(rows[i]), full_stacks);
+    detail::render_report_body(body, traces[i].report, traces[i].timeline, maps, note, heading(rows[i]), full_stacks,
+                               traces[i].flames);
     out += "<section class=\"process\" id=\"p" + std::to_string(i) + "\">";
     out += prefix_anchors(body, "p" + std::to_string(i) + "-");
     out += "</section>";

@@ -9,6 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "cumemtrace/analyzer/flame.h"
 #include "cumemtrace/analyzer/timeline.h"
 #include "analyze/segment_map.h"
 
@@ -17,19 +18,22 @@ namespace cumemtrace::analyzer::detail {
 using Json = nlohmann::ordered_json;
 
 // The page from everything already gathered; `maps_note` explains missing maps.
+// `flames`: the flame graphs' trees (html_flame.h); none gives a note instead.
 std::string render_html_page(const Json& report, const TimelineCollector& timeline,
                              const std::vector<SegmentSnapshot>& maps, std::string_view maps_note,
-                             bool full_stacks = false);
+                             bool full_stacks = false, const std::vector<FlameTree>& flames = {});
 
 // The pieces of a page, for the page of several traces too: the frame (with
-// its style sheet and Content-Security-Policy), and one trace's sections.
+// its style sheet, Content-Security-Policy and the flame graphs' script),
+// and one trace's sections.
 // `heading` (plain text), when not empty, titles the trace in place of the
 // page's "cumemtrace report".
 void open_page(std::string& out, std::string_view title);
 void close_page(std::string& out);
 void render_report_body(std::string& out, const Json& report, const TimelineCollector& timeline,
                         const std::vector<SegmentSnapshot>& maps, std::string_view maps_note,
-                        std::string_view heading, bool full_stacks = false);
+                        std::string_view heading, bool full_stacks = false,
+                        const std::vector<FlameTree>& flames = {});
 // The segment maps at the peak and at the first OOMs, from a second read of
 // `trace_path`; `note` says why some or all are missing.
 std::vector<SegmentSnapshot> segment_maps_for(const Json& report, const std::string& trace_path, std::string& note);

@@ -2,9 +2,10 @@
 // tables are in html_tables.cpp.
 //
 // Safety: the page carries a Content-Security-Policy that forbids every
-// script and every network or file load, and all trace text is escaped by
-// append_html; there is no <script> at all, and the only <style> is the
-// constant sheet below.
+// network or file load and every script but one, the flame graphs'
+// (html_flame.h), allowed by its SHA-256; all trace text is escaped by
+// append_html, or for the flame graphs written into a JSON block that no
+// browser runs. The only <style> is the constant sheet below.
 #include "cumemtrace/analyzer/html_report.h"
 
 #include <algorithm>
@@ -14,6 +15,7 @@
 #include "cumemtrace/analyzer/report.h"
 #include "cumemtrace/analyzer/units.h"
 #include "render/html_escape.h"
+#include "render/html_flame.h"
 #include "render/html_page.h"
 #include "render/svg_chart.h"
 #include "render/svg_segment_map.h"
@@ -121,7 +123,8 @@ void render_header(std::string& out, const Json& report, std::string_view headin
   out += "duration " + seconds(uint_member(report, "duration_t").value_or(0)) + " \xC2\xB7 trace <code>" +
          html(text_member(report, "trace")) + "</code></p>";
   out += "<nav><a href=\"#summary\">summary</a><a href=\"#memory\">memory</a><a href=\"#fragmentation\">"
-         "fragmentation</a><a href=\"#top-at-peak\">at the peak</a><a href=\"#segment-maps\">segment maps</a>"
+         "fragmentation</a><a href=\"#top-at-peak\">at the peak</a><a href=\"#flame-graphs\">flame graphs</a>"
+         "<a href=\"#segment-maps\">segment maps</a>"
          "<a href=\"#ooms\">OOMs</a><a href=\"#leaks\">leaks</a><a href=\"#growth\">growth</a>"
          "<a href=\"#phases\">phases</a><a href=\"#trace\">trace</a></nav></header>";
 }
@@ -451,27 +454,37 @@ std::string seconds(std::uint64_t t) {
 void open_page(std::string& out, std::string_view title) {
   out.reserve(256 * 1024);
   out += "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
-         // No script, no fetch of any kind: whatever a trace holds, the page can only be read.
+         // No fetch of any kind and no script but ours, by its hash: whatever a
+         // trace holds, the page can only be read.
          "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; style-src 'unsafe-inline'; "
-         "base-uri 'none'; form-action 'none'\">"
+         "script-src ";
+  out += flame_script_csp_source();
+  out += "; base-uri 'none'; form-action 'none'\">"
          "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\"><title>cumemtrace: ";
   append_html(out, title);
   out += "</title><style>";
   out += kStyle;
+  out += flame_style();
   out += "</style></head><body><main>";
 }
 
-void close_page(std::string& out) { out += "</main></body></html>\n"; }
+// The script last, when the data blocks it reads are in the document.
+void close_page(std::string& out) {
+  out += "</main><script>";
+  out += flame_script();
+  out += "</script></body></html>\n";
+}
 
 void render_report_body(std::string& out, const Json& report, const TimelineCollector& timeline,
                         const std::vector<SegmentSnapshot>& maps, std::string_view maps_note,
-                        std::string_view heading, bool full_stacks) {
+                        std::string_view heading, bool full_stacks, const std::vector<FlameTree>& flames) {
   render_header(out, report, heading);
   render_summary(out, report);
   const std::uint64_t t_end = std::max(timeline.last_t(), uint_member(report, "duration_t").value_or(0));
   render_memory(out, report, timeline, t_end);
   render_fragmentation(out, report, timeline, t_end);
   render_top_at_peak(out, report, full_stacks);
+  render_flame_section(out, flames);
   render_segment_maps(out, maps, maps_note);
   render_ooms(out, report, timeline, full_stacks);
   render_leaks(out, report, full_stacks);
@@ -484,10 +497,10 @@ void render_report_body(std::string& out, const Json& report, const TimelineColl
 
 std::string render_html_page(const Json& report, const TimelineCollector& timeline,
                              const std::vector<SegmentSnapshot>& maps, std::string_view maps_note,
-                             bool full_stacks) {
+                             bool full_stacks, const std::vector<FlameTree>& flames) {
   std::string out;
   open_page(out, text_member(report, "trace"));
-  render_report_body(out, report, timeline, maps, maps_note, {}, full_stacks);
+  render_report_body(out, report, timeline, maps, maps_note, {}, full_stacks, flames);
   close_page(out);
   return out;
 }
@@ -515,10 +528,11 @@ std::vector<SegmentSnapshot> segment_maps_for(const Json& report, const std::str
 }  // namespace detail
 
 std::string render_html_report(const nlohmann::ordered_json& report, const TimelineCollector& timeline,
-                               const std::string& trace_path, bool full_stacks) {
+                               const std::string& trace_path, bool full_stacks,
+                               const std::vector<FlameTree>& flames) {
   std::string note;
   const std::vector<SegmentSnapshot> maps = detail::segment_maps_for(report, trace_path, note);
-  return detail::render_html_page(report, timeline, maps, note, full_stacks);
+  return detail::render_html_page(report, timeline, maps, note, full_stacks, flames);
 }
 
 }  // namespace cumemtrace::analyzer

@@ -134,7 +134,14 @@ class Converter {
         Entry e;
         e.action = *action;
         e.dev = dev;
-        const std::optional<std::uint64_t> addr = as_u64(item.get("addr"));
+        // PyTorch writes an oom's free device memory as `device_free` in
+        // place of `addr` (memory_snapshot.cpp, _memory_snapshot_pickled);
+        // older snapshots as `addr`.
+        std::optional<Value> addr_value = item.get("addr");
+        if (*action == Action::oom) {
+          if (auto device_free = item.get("device_free")) addr_value = device_free;
+        }
+        const std::optional<std::uint64_t> addr = as_u64(addr_value);
         const std::optional<std::uint64_t> size = as_u64(item.get("size"));
         if (!addr || !size) {
           skip(where + ": 'addr' and 'size' must be non-negative integers");

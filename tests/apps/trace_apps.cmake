@@ -1,6 +1,8 @@
 # Programs traced by cumemtrace in tests/integration, and the bundled demo.
 cumemtrace_add_cuda_app(known_sequence known_sequence.cpp)
 cumemtrace_add_cuda_app(demo_training_loop demo_training_loop.cpp)
+# Allocates over a few seconds: the live view's tests (top, run --live).
+cumemtrace_add_cuda_app(live_allocator live_allocator.cpp)
 install(TARGETS demo_training_loop DESTINATION ${CMAKE_INSTALL_LIBEXECDIR}/cumemtrace)
 cumemtrace_add_cuda_app(fork_child fork_child.cpp)
 cumemtrace_add_cuda_app(oom_semantics oom_semantics.cpp)

@@ -21,7 +21,23 @@ target_compile_definitions(html_integration_tests PRIVATE
   CUMEMTRACE_CLI="$<TARGET_FILE:cumemtrace>"
   CUMEMTRACE_CHROMIUM_PATH="${CUMEMTRACE_CHROMIUM}"
   CUMEMTRACE_GOLDEN_DIR="${CMAKE_CURRENT_SOURCE_DIR}/golden"
-  CUMEMTRACE_GOLDEN_ACTUAL_DIR="${CMAKE_CURRENT_BINARY_DIR}")
+  CUMEMTRACE_GOLDEN_ACTUAL_DIR="${CMAKE_CURRENT_BINARY_DIR}"
+  # The page's one script, whose SHA-256 its Content-Security-Policy names.
+  CUMEMTRACE_FLAME_SCRIPT="${CMAKE_SOURCE_DIR}/analyzer/render/flame_graph.js")
 add_dependencies(html_integration_tests cumemtrace)
 gtest_discover_tests(html_integration_tests TEST_PREFIX "html." DISCOVERY_TIMEOUT 60
   PROPERTIES TIMEOUT 180)
+
+# The flame graphs in Chromium, driven by tests/js/flame_check.mjs through
+# playwright-core: ctest clients.*, which the sanitizer runs leave out.
+add_executable(html_client_tests html_clients_test.cpp)
+target_link_libraries(html_client_tests PRIVATE cumemtrace_test_support cumemtrace_warnings GTest::gtest_main)
+target_compile_definitions(html_client_tests PRIVATE
+  CUMEMTRACE_CLI="$<TARGET_FILE:cumemtrace>"
+  CUMEMTRACE_CHROMIUM_PATH="${CUMEMTRACE_CHROMIUM}"
+  CUMEMTRACE_GOLDEN_DIR="${CMAKE_CURRENT_SOURCE_DIR}/golden"
+  CUMEMTRACE_JS_DIR="${CMAKE_SOURCE_DIR}/tests/js"
+  CUMEMTRACE_DEEP_STACKS_TOOL="${CMAKE_SOURCE_DIR}/analyzer/tools/make_deep_stacks_trace.py")
+add_dependencies(html_client_tests cumemtrace)
+gtest_discover_tests(html_client_tests TEST_PREFIX "clients." DISCOVERY_TIMEOUT 60
+  PROPERTIES TIMEOUT 120)

@@ -175,19 +175,23 @@ TEST(HtmlInChromium, PageLoadsCleanlyAndTheScreenshotShowsTheCharts) {
                               << allocated.min_y << ".." << allocated.max_y;
 }
 
-// Tags and attributes anything of ours may carry; an injected element or
-// event handler is outside these.
+// Tags and attributes anything of ours may carry, in the page we write and
+// in the DOM once the flame graphs' script has drawn (its tabs and buttons);
+// an injected element or event handler is outside these. The only <script>s
+// are ours (expect_only_our_script).
 const std::set<std::string> kTags{"html", "head", "meta", "title", "style", "body", "main", "header", "nav", "a",
                                   "section", "h1", "h2", "h3", "p", "table", "thead", "tbody", "tr", "th", "td",
                                   "details", "summary", "ol", "ul", "li", "code", "span", "small", "svg", "g", "rect",
-                                  "line", "path", "circle", "text"};
+                                  "line", "path", "circle", "text", "div", "script", "button"};
 const std::set<std::string> kAttributes{"lang", "charset", "http-equiv", "content", "name", "href", "id", "class",
                                         "style", "xmlns", "width", "height", "viewbox", "role", "x", "y", "x1", "x2",
                                         "y1", "y2", "d", "cx", "cy", "r", "fill", "stroke", "stroke-width",
                                         "stroke-dasharray", "text-anchor",
                                         // A stack's frame numbers (<ol start>, <li value>), written from
                                         // integers, never from the trace.
-                                        "start", "value"};
+                                        "start", "value",
+                                        // The flame graphs' data block and the controls their script adds.
+                                        "type", "aria-selected", "disabled", "hidden"};
 
 void expect_only_our_markup(const std::vector<HtmlTag>& tags) {
   for (const HtmlTag& tag : tags) {
@@ -202,6 +206,67 @@ void expect_only_our_markup(const std::vector<HtmlTag>& tags) {
       }
     }
   }
+}
+
+// base64 of the SHA-256 of `text`, from coreutils' sha256sum: the value a
+// browser compares with a CSP 'sha256-…' source, computed apart from the
+// build step that wrote the page's.
+std::string sha256_base64(const std::string& text) {
+  TempDir tmp;
+  write_file(tmp.path("script.js"), text);
+  const CommandResult r = run_command({"sha256sum", tmp.path("script.js")});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  if (r.out.size() < 64) return "";
+  std::string bytes;
+  for (std::size_t i = 0; i < 64; i += 2) bytes += static_cast<char>(std::stoi(r.out.substr(i, 2), nullptr, 16));
+  static constexpr char kAlphabet[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+  std::string out;
+  for (std::size_t i = 0; i < bytes.size(); i += 3) {
+    const std::size_t n = std::min<std::size_t>(3, bytes.size() - i);  // n bytes give n + 1 characters
+    std::uint32_t group = 0;
+    for (std::size_t k = 0; k < 3; ++k) group = group << 8 | (k < n ? static_cast<unsigned char>(bytes[i + k]) : 0u);
+    for (std::size_t k = 0; k < 4; ++k) out += k <= n ? kAlphabet[(group >> (18 - 6 * k)) & 63] : '=';
+  }
+  return out;
+}
+
+// The page's scripts: one JSON data block of the flame graphs per trace
+// (type application/json, which no browser runs, and without a '<' that
+// could end it early) and, last, analyzer/render/flame_graph.js byte for
+// byte. The Content-Security-Policy allows exactly that script, by the
+// SHA-256 of its text, and loads nothing.
+void expect_only_our_script(const std::string& page, std::size_t data_blocks) {
+  std::string error;
+  const std::vector<HtmlTag> tags = scan_html_tags(page, &error);
+  EXPECT_EQ(error, "");
+  std::vector<const HtmlTag*> scripts;
+  std::string csp;
+  for (const HtmlTag& tag : tags) {
+    if (tag.name == "script" && !tag.closing) scripts.push_back(&tag);
+    if (tag.name == "meta" && !tag.attributes.empty() && tag.attributes[0] ==
+        std::pair<std::string, std::string>("http-equiv", "Content-Security-Policy")) {
+      ASSERT_EQ(tag.attributes.size(), 2u);
+      csp = tag.attributes[1].second;
+    }
+  }
+  ASSERT_EQ(scripts.size(), data_blocks + 1);
+  for (std::size_t i = 0; i < data_blocks; ++i) {
+    using Attributes = std::vector<std::pair<std::string, std::string>>;
+    EXPECT_EQ(scripts[i]->attributes, (Attributes{{"type", "application/json"}, {"class", "flamedata"}}));
+    const std::size_t end = page.find("</script>", scripts[i]->end);
+    ASSERT_NE(end, std::string::npos);
+    EXPECT_EQ(page.substr(scripts[i]->end, end - scripts[i]->end).find('<'), std::string::npos);
+    EXPECT_TRUE(nlohmann::json::accept(page.substr(scripts[i]->end, end - scripts[i]->end)));
+  }
+  const HtmlTag& ours = *scripts.back();
+  EXPECT_TRUE(ours.attributes.empty());
+  const std::size_t end = page.find("</script>", ours.end);
+  ASSERT_NE(end, std::string::npos);
+  const std::string text = page.substr(ours.end, end - ours.end);
+  EXPECT_EQ(text, read_file(CUMEMTRACE_FLAME_SCRIPT));
+  EXPECT_EQ(page.substr(end), "</script></body></html>\n") << "the script comes last";
+  EXPECT_EQ(csp, "default-src 'none'; style-src 'unsafe-inline'; script-src 'sha256-" + sha256_base64(text) +
+                     "'; base-uri 'none'; form-action 'none'");
 }
 
 // The same trace with every character that could make markup replaced.
@@ -248,6 +313,7 @@ TEST(HtmlInjection, MarkupInTraceNamesAddsNoElementNorAttribute) {
   const std::vector<HtmlTag> tags = scan_html_tags(page, &error);
   EXPECT_EQ(error, "");
   expect_only_our_markup(tags);
+  expect_only_our_script(page, 1);
   // The same trace without markup characters gives the very same elements.
   const std::string twin_page = read_file(html_report(defused_twin(trace, tmp), tmp, "twin.html"));
   std::string twin_error;
@@ -363,6 +429,7 @@ TEST(HtmlInjection, SeveralTracesKeepEveryStringText) {
   EXPECT_EQ(error, "");
   expect_only_our_markup(tags);
   expect_anchors_resolve(tags);
+  expect_only_our_script(page, 2);
   EXPECT_NE(page.find("x&lt;b&gt;&quot;&amp;&#39;rank1.jsonl"), std::string::npos);
   EXPECT_NE(page.find("&lt;script&gt;alert(1)&lt;/script&gt;"), std::string::npos);
   // The same two traces without markup characters give the very same elements.

@@ -3,6 +3,8 @@
 #include <cctype>
 #include <map>
 
+#include <nlohmann/json.hpp>
+
 namespace cumemtrace::testing {
 
 namespace {
@@ -113,6 +115,38 @@ std::vector<HtmlTag> scan_html_tags(const std::string& html, std::string* error)
   return tags;
 }
 
+namespace {
+
+// The flame graphs' data block in a line: each view's bytes and frames by
+// kind (flame_graph.js describes the data), and the size of the names table.
+std::string flame_data_summary(const std::string& text) {
+  const nlohmann::json data = nlohmann::json::parse(text, nullptr, false);
+  if (data.is_discarded() || !data.is_object()) return "invalid JSON";
+  std::string out;
+  for (const nlohmann::json& view : data.value("views", nlohmann::json::array())) {
+    if (!out.empty()) out += "; ";
+    if (!view.is_object()) {
+      out += "null";
+      continue;
+    }
+    std::map<char, int> kinds;
+    for (char k : view.value("k", std::string())) ++kinds[k];
+    out += view.value("what", std::string("?")) + " " + std::to_string(view.value("total", std::uint64_t{0})) +
+           " bytes, frames:";
+    for (const auto& [kind, count] : kinds) out += std::string(" ") + kind + "\xC3\x97" + std::to_string(count);
+  }
+  return out + "; " + std::to_string(data.value("names", nlohmann::json::array()).size()) + " names";
+}
+
+bool has_attribute(const HtmlTag& tag, const std::string& name, const std::string& value) {
+  for (const auto& [n, v] : tag.attributes) {
+    if (n == name && v == value) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
 std::string html_outline(const std::string& html) {
   std::string error;
   const std::vector<HtmlTag> tags = scan_html_tags(html, &error);
@@ -176,6 +210,13 @@ std::string html_outline(const std::string& html) {
       if (!kVoid.count(tag.name) && !tag.self_closing) ++depth;
     }
     if (tag.name == "style" && !tag.closing) continue;  // the constant sheet
+    if (tag.name == "script" && !tag.closing) {
+      // The flame graphs' data in brief; the script itself is a constant file.
+      if (has_attribute(tag, "type", "application/json") && k + 1 < tags.size()) {
+        line(depth, "data: " + flame_data_summary(html.substr(tag.end, tags[k + 1].offset - tag.end)));
+      }
+      continue;
+    }
     if (k + 1 < tags.size()) {
       const std::string text = text_between(tag.end, tags[k + 1].offset);
       if (!text.empty()) line(depth, "\"" + text + "\"");

@@ -27,7 +27,9 @@ struct HtmlTag {
 std::vector<HtmlTag> scan_html_tags(const std::string& html, std::string* error);
 
 // One line per element, indented by nesting: `tag#id.class` and its own
-// text; an SVG is summarised by its element counts and its texts and titles.
+// text; an SVG is summarised by its element counts and its texts and titles,
+// the flame graphs' JSON block by each view's bytes and frames by kind, and
+// the text of <style> and of the page's own <script> is left out.
 std::string html_outline(const std::string& html);
 
 }  // namespace cumemtrace::testing

@@ -8,6 +8,7 @@ set(CUMEMTRACE_TORCH_SNAPSHOTS "${CMAKE_SOURCE_DIR}/../shared/traces/torch" CACH
 add_executable(import_replay_integration_tests
   integration_support.cpp
   seeds_workload_test.cpp
+  torch_snapshot_export_test.cpp
   torch_snapshots_test.cpp
   varlen_workload_test.cpp)
 target_link_libraries(import_replay_integration_tests PRIVATE
@@ -38,3 +39,18 @@ add_test(NAME golden_replay_mixed_json
     -DEXPECTED=${CUMEMTRACE_REPLAY_GOLDEN_DIR}/expected/mixed.json
     -DACTUAL_DIR=${CMAKE_CURRENT_BINARY_DIR}/golden_actual
     -P ${CMAKE_CURRENT_SOURCE_DIR}/golden/compare_report.cmake)
+
+# `export --format torch-snapshot` read by Debian's Python (no torch there):
+# pickletools.dis walks it, a pickle.Unpickler refusing globals loads it, and
+# torch_snapshot_load.py checks what MemoryViz.js reads. Skips (77) without
+# /usr/bin/python3, except in CI.
+set(torch_snapshot_load_traces)
+foreach(trace python_frames training_loop two_devices oom_fragmentation normal_leak shared_helper)
+  list(APPEND torch_snapshot_load_traces ${CMAKE_CURRENT_SOURCE_DIR}/golden/traces/${trace}.jsonl)
+endforeach()
+add_test(NAME clients.torch_snapshot_python_pickle
+  COMMAND sh -c "if [ -x /usr/bin/python3 ]; then exec /usr/bin/python3 -B \"$0\" \"$@\"; \
+elif [ \"$CI\" = true ]; then echo '/usr/bin/python3 is missing'; exit 1; \
+else echo 'skipped: no /usr/bin/python3'; exit 77; fi"
+    ${CMAKE_CURRENT_SOURCE_DIR}/torch_snapshot_load.py $<TARGET_FILE:cumemtrace> ${torch_snapshot_load_traces})
+set_tests_properties(clients.torch_snapshot_python_pickle PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 60)

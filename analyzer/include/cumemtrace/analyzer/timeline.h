@@ -105,6 +105,10 @@ struct TimelineOptions {
   std::size_t buckets = 0;          // 0: exact (every change, to the sink)
   std::size_t max_marks = 100000;   // marks kept; later ones are only counted
   std::size_t max_ooms = 10000;     // the same for OOMs
+  // Resampled mode: each bucket also keeps the moments its allocated and
+  // reserved memory were lowest, so a drawn line dips where the trace did
+  // (the Perfetto export); `timeline` and the HTML charts keep maxima only.
+  bool keep_minima = false;
 };
 
 class TimelineCollector {
@@ -140,6 +144,8 @@ class TimelineCollector {
     bool used = false;
     TimelineSample at_allocated_max;
     TimelineSample at_reserved_max;
+    TimelineSample at_allocated_min;  // kept with options_.keep_minima
+    TimelineSample at_reserved_min;
   };
   struct PoolBucket {
     bool used = false;

@@ -104,6 +104,9 @@ class TraceReader {
   // Opens `path` ("-" is standard input) and reads the header line. Throws
   // TraceError if the file cannot be read or is not a supported trace.
   explicit TraceReader(std::string path, ReaderOptions options = {});
+  // The same from `source`, `path` only naming the trace in messages (a
+  // trace followed while it is written: read/following_source.h).
+  TraceReader(std::string path, std::unique_ptr<detail::ByteSource> source, ReaderOptions options);
   ~TraceReader();
   TraceReader(const TraceReader&) = delete;
   TraceReader& operator=(const TraceReader&) = delete;

@@ -15,9 +15,18 @@ set(CUMEMTRACE_CHARTS_CASES
   "charts_markup_names.events.csv|traces|charts_markup_names.jsonl|export|--format|csv"
   "two_devices.perfetto.json|../traces|two_devices.jsonl|export|--format|perfetto"
   "charts_caching_oom.perfetto.json|traces|charts_caching_oom.jsonl|export|--format|perfetto"
+  "charts_caching_oom.perfetto_all.json|traces|charts_caching_oom.jsonl|export|--format|perfetto|--points|all"
+  "charts_caching_oom.perfetto_2.json|traces|charts_caching_oom.jsonl|export|--format|perfetto|--points|2"
   "charts_markup_names.perfetto.json|traces|charts_markup_names.jsonl|export|--format|perfetto"
   "python_frames.events.csv|../traces|python_frames.jsonl|export|--format|csv"
-  "python_frames.perfetto.json|../traces|python_frames.jsonl|export|--format|perfetto")
+  "python_frames.perfetto.json|../traces|python_frames.jsonl|export|--format|perfetto"
+  # Folded stacks; no --what: the peak.
+  "python_frames.peak.folded|../traces|python_frames.jsonl|export|--format|folded"
+  "python_frames.leaks.folded|../traces|python_frames.jsonl|export|--format|folded|--what|leaks"
+  "python_frames.allocated.folded|../traces|python_frames.jsonl|export|--format|folded|--what|allocated"
+  "normal_leak.peak.folded|../traces|normal_leak.jsonl|export|--format|folded|--what|peak"
+  "normal_leak.leaks.folded|../traces|normal_leak.jsonl|export|--format|folded|--what|leaks"
+  "normal_leak.allocated.folded|../traces|normal_leak.jsonl|export|--format|folded|--what|allocated")
 
 foreach(spec IN LISTS CUMEMTRACE_CHARTS_CASES)
   string(REPLACE "|" ";" fields "${spec}")

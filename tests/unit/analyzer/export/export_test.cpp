@@ -152,20 +152,25 @@ TEST(ExportCsv, OneRowPerEventWithEveryFieldInItsColumn) {
   EXPECT_EQ(at(8, "ev"), "segment_free");
 }
 
-// A random trace with two devices, two threads of nested marks, OOMs.
-std::string random_trace(std::uint32_t seed) {
+// A random trace with two devices, two threads of nested marks, OOMs. With
+// `rise_and_fall`, the second half frees more than it allocates and returns
+// segments, so both peaks fall mid-trace and resampling must carry them
+// through many merges of buckets.
+std::string random_trace(std::uint32_t seed, bool rise_and_fall = false) {
   std::mt19937 rng(seed);
   std::vector<std::string> lines{testing::header_line()};
   std::vector<std::pair<std::string, int>> live;
+  std::vector<std::string> segments;
   std::map<int, int> depth;
   std::uint64_t t = 100;
   for (int i = 0; i < 3000; ++i) {
     t += 1 + rng() % 1000;
     const int dev = static_cast<int>(rng() % 2);
+    const bool falling = rise_and_fall && i >= 1500;
     const unsigned roll = rng() % 100;
     char ptr[32];
     std::snprintf(ptr, sizeof ptr, "0x%x", 0x10000 + i * 0x100);
-    if (roll < 40 && !live.empty()) {
+    if ((roll < 40 || (falling && roll < 80)) && !live.empty()) {
       const std::size_t k = rng() % live.size();
       lines.push_back(testing::free_line(t, live[k].first.c_str(), 0, live[k].second));
       live[k] = live.back();
@@ -180,9 +185,14 @@ std::string random_trace(std::uint32_t seed) {
       lines.push_back(R"({"ev":"oom","t":)" + std::to_string(t) + R"(,"tid":7,"api":"cudaMalloc","dev":)" +
                       std::to_string(dev) +
                       R"(,"size":1,"allocated":0,"reserved":0,"cached_free":0,"largest_free":0,"device_free":0,"device_total":0,"cause":"capacity","stack":0})");
+    } else if (roll < 56 && falling && !segments.empty()) {
+      lines.push_back(R"({"ev":"segment_free","t":)" + std::to_string(t) + R"(,"dev":0,"ptr":")" + segments.back() +
+                      R"(","size":1})");
+      segments.pop_back();
     } else if (roll < 56) {
+      segments.push_back("0x9" + std::to_string(i));
       lines.push_back(R"({"ev":"segment_alloc","t":)" + std::to_string(t) + R"(,"dev":)" + std::to_string(dev) +
-                      R"(,"ptr":"0x9)" + std::to_string(i) + R"(","size":)" + std::to_string(1 + rng() % 100000) + R"(,"api":"cuMemAlloc_v2"})");
+                      R"(,"ptr":")" + segments.back() + R"(","size":)" + std::to_string(1 + rng() % 100000) + R"(,"api":"cuMemAlloc_v2"})");
     } else {
       lines.push_back(testing::alloc_line(t, ptr, 1 + rng() % 50000, dev));
       live.emplace_back(ptr, dev);
@@ -193,70 +203,173 @@ std::string random_trace(std::uint32_t seed) {
   return testing::join_lines(lines);
 }
 
-TEST(ExportPerfetto, EveryEventIsWellFormedAndCountersReachTheAnalysisPeaks) {
-  testing::TempDir tmp;
-  const std::string path = write_trace(tmp, random_trace(3));
-  std::ostringstream out;
-  TraceReader reader(path);
-  const ExportSummary summary = export_perfetto(reader, out);
-  const nlohmann::json j = nlohmann::json::parse(out.str());
-  ASSERT_TRUE(j["traceEvents"].is_array());
-  EXPECT_EQ(summary.records, j["traceEvents"].size());
-  EXPECT_EQ(summary.unmatched_pops, 1u);  // the stray pop on thread 9
+struct PerfettoCounter {
+  double ts = 0;
+  double bytes = 0;
+};
 
-  TraceReader again(path);
-  Analysis analysis;
-  while (const TraceEvent* e = again.next()) analysis.consume(*e);
-
-  std::map<std::string, std::pair<double, double>> counter_max;  // name -> value, ts
-  std::map<std::uint64_t, std::vector<std::string>> open;        // tid -> slice names
+// Checks an export's structure (every event has ph/ts/pid, threads are named
+// before use, slices nest, every OOM is there, each counter track is in time
+// order, and so are the other events) and that each device's counters reach
+// the analysis' peaks at their times. Returns the counter points by track.
+std::map<std::string, std::vector<PerfettoCounter>> check_perfetto(const nlohmann::json& j, const Analysis& analysis) {
+  std::map<std::string, std::vector<PerfettoCounter>> counters;
+  std::map<std::uint64_t, std::vector<std::string>> open;  // tid -> slice names
   std::set<std::uint64_t> named_threads;
   std::size_t ooms = 0;
   double last_ts = 0;
   for (const auto& e : j["traceEvents"]) {
-    ASSERT_TRUE(e.contains("ph") && e["ph"].is_string()) << e;
-    ASSERT_TRUE(e.contains("ts") && e["ts"].is_number()) << e;
-    ASSERT_TRUE(e.contains("pid") && e["pid"].is_number_integer()) << e;
+    if (!(e.contains("ph") && e["ph"].is_string() && e.contains("ts") && e["ts"].is_number() &&
+          e.contains("pid") && e["pid"].is_number_integer())) {
+      ADD_FAILURE() << "no ph, ts or pid: " << e;
+      continue;
+    }
     EXPECT_EQ(e["pid"], 4242);  // the header's pid
     const std::string ph = e["ph"];
     const double ts = e["ts"];
     if (ph != "M") {
-      EXPECT_GE(ts, last_ts) << e;  // streamed in time order
-      last_ts = ts;
       EXPECT_TRUE(named_threads.count(e["tid"].get<std::uint64_t>())) << "thread named before use: " << e;
     }
     if (ph == "M") {
       if (e["name"] == "thread_name") named_threads.insert(e["tid"].get<std::uint64_t>());
     } else if (ph == "C") {
-      const double value = e["args"]["bytes"];
-      auto [it, inserted] = counter_max.try_emplace(e["name"], value, ts);
-      if (value > it->second.first) it->second = {value, ts};
-    } else if (ph == "B") {
-      open[e["tid"]].push_back(e["name"]);
-    } else if (ph == "E") {
-      auto& stack = open[e["tid"]];
-      ASSERT_FALSE(stack.empty()) << e;
-      EXPECT_EQ(stack.back(), e["name"]);
-      stack.pop_back();
-    } else if (ph == "i") {
-      if (e["cat"] == "oom") {
-        ++ooms;
-        EXPECT_EQ(e["s"], "p");
+      std::vector<PerfettoCounter>& track = counters[e["name"]];
+      if (!track.empty()) {
+        EXPECT_GE(ts, track.back().ts) << e;
       }
+      track.push_back({ts, e["args"]["bytes"].get<double>()});
     } else {
-      ADD_FAILURE() << "unexpected phase " << ph;
+      EXPECT_GE(ts, last_ts) << e;  // streamed in time order
+      last_ts = ts;
+      if (ph == "B") {
+        open[e["tid"]].push_back(e["name"]);
+      } else if (ph == "E") {
+        auto& stack = open[e["tid"]];
+        EXPECT_FALSE(stack.empty()) << e;
+        if (stack.empty()) continue;
+        EXPECT_EQ(stack.back(), e["name"]);
+        stack.pop_back();
+      } else if (ph == "i") {
+        if (e["cat"] == "oom") {
+          ++ooms;
+          EXPECT_EQ(e["s"], "p");
+        }
+      } else {
+        ADD_FAILURE() << "unexpected phase " << ph;
+      }
     }
   }
   for (const auto& [tid, stack] : open) EXPECT_TRUE(stack.empty()) << "thread " << tid << " left open";
   EXPECT_EQ(ooms, analysis.total().ooms);
-  ASSERT_EQ(analysis.devices().size(), 2u);
+  EXPECT_EQ(analysis.devices().size(), 2u);
   for (const auto& [dev, info] : analysis.devices()) {
-    const auto& allocated = counter_max.at("allocated dev " + std::to_string(dev));
-    EXPECT_EQ(allocated.first, static_cast<double>(info.memory.allocated.peak));
-    EXPECT_EQ(std::llround(allocated.second * 1000), static_cast<long long>(info.memory.allocated.peak_t));
-    const auto& reserved = counter_max.at("reserved dev " + std::to_string(dev));
-    EXPECT_EQ(reserved.first, static_cast<double>(info.memory.reserved.peak));
-    EXPECT_EQ(std::llround(reserved.second * 1000), static_cast<long long>(info.memory.reserved.peak_t));
+    for (const auto& [what, watermark] : {std::pair{"allocated", info.memory.allocated},
+                                          std::pair{"reserved", info.memory.reserved}}) {
+      const std::string track = std::string(what) + " dev " + std::to_string(dev);
+      EXPECT_TRUE(counters.count(track)) << track;
+      if (counters[track].empty()) continue;
+      const auto highest = std::max_element(counters[track].begin(), counters[track].end(),
+                                            [](const auto& a, const auto& b) { return a.bytes < b.bytes; });
+      EXPECT_EQ(highest->bytes, static_cast<double>(watermark.peak)) << track;
+      EXPECT_EQ(std::llround(highest->ts * 1000), static_cast<long long>(watermark.peak_t)) << track;
+    }
+  }
+  return counters;
+}
+
+// Everything but the counters, in the order written.
+std::vector<nlohmann::json> non_counters(const nlohmann::json& j) {
+  std::vector<nlohmann::json> events;
+  for (const auto& e : j["traceEvents"]) {
+    if (e["ph"] != "C") events.push_back(e);
+  }
+  return events;
+}
+
+struct PerfettoExport {
+  nlohmann::json json;
+  ExportSummary summary;
+};
+
+PerfettoExport perfetto_of(const std::string& path, std::size_t points) {
+  std::ostringstream out;
+  TraceReader reader(path);
+  PerfettoExport result;
+  result.summary = export_perfetto(reader, out, points);
+  result.json = nlohmann::json::parse(out.str());
+  EXPECT_EQ(result.summary.records, result.json["traceEvents"].size());
+  return result;
+}
+
+Analysis analysis_of(const std::string& path) {
+  TraceReader reader(path);
+  Analysis analysis;
+  while (const TraceEvent* e = reader.next()) analysis.consume(*e);
+  return analysis;
+}
+
+TEST(ExportPerfetto, EveryEventIsWellFormedAndCountersReachTheAnalysisPeaks) {
+  testing::TempDir tmp;
+  const std::string path = write_trace(tmp, random_trace(3));
+  const PerfettoExport all = perfetto_of(path, 0);
+  EXPECT_EQ(all.summary.unmatched_pops, 1u);  // the stray pop on thread 9
+  const Analysis analysis = analysis_of(path);
+  check_perfetto(all.json, analysis);
+  // Every change, in time order, counters among the rest.
+  double last_ts = 0;
+  for (const auto& e : all.json["traceEvents"]) {
+    if (e["ph"] == "M") continue;
+    EXPECT_GE(e["ts"].get<double>(), last_ts) << e;
+    last_ts = e["ts"];
+  }
+}
+
+// Resampled counters (the default): fewer points, each a real state of the
+// trace (the value the every-change export has in force at that time), the
+// same highest and lowest values per track, and every other event kept.
+void check_resampled(const std::string& path) {
+  const Analysis analysis = analysis_of(path);
+  const PerfettoExport all = perfetto_of(path, 0);
+  const auto exact = check_perfetto(all.json, analysis);
+  for (std::size_t points : {std::size_t{1}, std::size_t{7}, std::size_t{50}, kPerfettoDefaultPoints}) {
+    SCOPED_TRACE("points " + std::to_string(points));
+    const PerfettoExport resampled = perfetto_of(path, points);
+    const auto kept = check_perfetto(resampled.json, analysis);
+    EXPECT_EQ(non_counters(resampled.json), non_counters(all.json));
+    ASSERT_EQ(kept.size(), exact.size());
+    std::size_t kept_points = 0, every_points = 0;
+    for (const auto& [track, points_kept] : kept) {
+      const std::vector<PerfettoCounter>& every = exact.at(track);
+      kept_points += points_kept.size();
+      every_points += every.size();
+      for (const PerfettoCounter& p : points_kept) {
+        // The values at p.ts in the every-change export, and the one before.
+        std::set<double> states;
+        double before = -1;
+        for (const PerfettoCounter& q : every) {
+          if (q.ts < p.ts) before = q.bytes;
+          if (q.ts == p.ts) states.insert(q.bytes);
+        }
+        states.insert(before);
+        EXPECT_TRUE(states.count(p.bytes)) << track << " at " << p.ts << ": " << p.bytes;
+      }
+      auto bytes_less = [](const PerfettoCounter& a, const PerfettoCounter& b) { return a.bytes < b.bytes; };
+      EXPECT_EQ(std::min_element(points_kept.begin(), points_kept.end(), bytes_less)->bytes,
+                std::min_element(every.begin(), every.end(), bytes_less)->bytes)
+          << track;
+      EXPECT_EQ(points_kept.back().bytes, every.back().bytes) << track << ": the state at the end";
+    }
+    if (points < 100) {
+      EXPECT_LT(kept_points, every_points / 4);  // downsampling dropped points
+    }
+  }
+}
+
+TEST(ExportPerfetto, ResampledCountersKeepTheExtremesAndEveryOtherEvent) {
+  for (const bool rise_and_fall : {false, true}) {
+    SCOPED_TRACE(rise_and_fall ? "peaks mid-trace" : "rising");
+    testing::TempDir tmp;
+    check_resampled(write_trace(tmp, random_trace(5, rise_and_fall)));
   }
 }
 
@@ -308,6 +421,14 @@ TEST(ExportCli, UsageErrorsExitTwo) {
   EXPECT_EQ(cli({"timeline", trace, "--format", "xml"}).exit_code, 2);
   EXPECT_EQ(cli({"timeline", trace, "--points", "0"}).exit_code, 2);
   EXPECT_EQ(cli({"timeline", trace, "--points", "many"}).exit_code, 2);
+  for (const char* bad : {"0", "many", "-3", "10000001", ""}) {
+    EXPECT_EQ(cli({"export", trace, "--format", "perfetto", "--points", bad}).exit_code, 2) << bad;
+  }
+  // --points says how finely Perfetto's counters are kept: meaningless for CSV.
+  const testing::CommandResult points_with_csv = cli({"export", trace, "--format", "csv", "--points", "5"});
+  expect_one_error_line(points_with_csv);
+  EXPECT_NE(points_with_csv.err.find("--points applies to --format perfetto only"), std::string::npos)
+      << points_with_csv.err;
   expect_one_error_line(cli({"export", tmp.path("missing.jsonl"), "--format", "csv"}));
   expect_one_error_line(cli({"timeline", tmp.path("missing.jsonl")}));
   const testing::CommandResult unwritable =
@@ -322,6 +443,8 @@ TEST(ExportCli, OutputFileHoldsExactlyWhatStdoutGets) {
   for (const std::vector<std::string>& command :
        {std::vector<std::string>{"export", trace, "--format", "perfetto"},
         std::vector<std::string>{"export", trace, "--format", "csv"},
+        std::vector<std::string>{"export", trace, "--format", "perfetto", "--points", "all"},
+        std::vector<std::string>{"export", trace, "--format", "perfetto", "--points", "2"},
         std::vector<std::string>{"timeline", trace, "--format", "json", "--points", "5"}}) {
     const testing::CommandResult to_stdout = cli(command);
     ASSERT_EQ(to_stdout.exit_code, 0) << to_stdout.err;
@@ -334,6 +457,45 @@ TEST(ExportCli, OutputFileHoldsExactlyWhatStdoutGets) {
     EXPECT_GT(to_stdout.out.size(), 100u);
   }
   EXPECT_EQ(files_in(tmp.dir()), (std::vector<std::string>{"out", "t.jsonl"}));  // no temporary left
+}
+
+TEST(ExportCli, PointsSelectsHowFinelyPerfettoCountersAreKept) {
+  testing::TempDir tmp;
+  const std::string trace = write_trace(tmp, random_trace(7));
+  auto library = [&](std::size_t points) {
+    std::ostringstream out;
+    TraceReader reader(trace);
+    export_perfetto(reader, out, points);
+    return out.str();
+  };
+  auto command = [&](std::vector<std::string> extra) {
+    std::vector<std::string> args{"export", trace, "--format", "perfetto"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    const testing::CommandResult r = cli(args);
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    return r.out;
+  };
+  EXPECT_EQ(command({}), library(kPerfettoDefaultPoints));
+  EXPECT_EQ(command({"--points", "all"}), library(0));
+  EXPECT_EQ(command({"--points", "3"}), library(3));
+  EXPECT_LT(library(3).size(), library(0).size() / 2);
+  // Each track's highest point is `report`'s peak for its device, though
+  // three buckets dropped most points.
+  const testing::CommandResult report = cli({"report", trace, "--format", "json"});
+  ASSERT_EQ(report.exit_code, 0) << report.err;
+  const nlohmann::json devices = nlohmann::json::parse(report.out)["devices"];
+  std::map<std::string, std::uint64_t> highest;
+  const nlohmann::json resampled = nlohmann::json::parse(library(3));
+  for (const auto& e : resampled["traceEvents"]) {
+    if (e["ph"] != "C") continue;
+    std::uint64_t& h = highest[e["name"].get<std::string>()];
+    h = std::max(h, e["args"]["bytes"].get<std::uint64_t>());
+  }
+  ASSERT_EQ(devices.size(), 2u);
+  for (const auto& [dev, figures] : devices.items()) {
+    EXPECT_EQ(highest["allocated dev " + dev], figures["peak_allocated"].get<std::uint64_t>()) << dev;
+    EXPECT_EQ(highest["reserved dev " + dev], figures["peak_reserved"].get<std::uint64_t>()) << dev;
+  }
 }
 
 TEST(ExportCli, UnreadableDataMidwayLeavesNoOutputFile) {
