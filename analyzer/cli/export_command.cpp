@@ -79,7 +79,7 @@ int export_command(const ExportArgs& args) {
       if (args.format == "torch-snapshot") {
         const TorchSnapshotSummary s = export_torch_snapshot(reader, out);
         summary.records = s.entries;
-        spdlog::info("{} entries on {} device(s), {} segments live at the end, {} stacks", s.entries, s.devices,
+        spdlog::debug("{} entries on {} device(s), {} segments live at the end, {} stacks", s.entries, s.devices,
                      s.segments, s.stacks);
         if (s.own_segments > 0) {
           spdlog::info("{} allocations were in no segment of the trace: each has a segment of its own",

@@ -146,7 +146,8 @@ void LiveSampler::sample(const Analysis& analysis, std::size_t top_sites, LiveFi
 
 std::string sparkline(const std::vector<std::uint64_t>& values, std::size_t width) {
   const std::size_t first = values.size() > width ? values.size() - width : 0;
-  const std::uint64_t top = values.empty() ? 0 : *std::max_element(values.begin() + static_cast<std::ptrdiff_t>(first), values.end());
+  if (first == values.size()) return {};  // no values, or no room (a terminal too narrow for one)
+  const std::uint64_t top = *std::max_element(values.begin() + static_cast<std::ptrdiff_t>(first), values.end());
   std::string out;
   for (std::size_t i = first; i < values.size(); ++i) {
     if (values[i] == 0 || top == 0) {

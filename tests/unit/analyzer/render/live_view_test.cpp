@@ -83,6 +83,7 @@ TEST(LiveView, SparklineScalesToItsMaximumAndKeepsTheLastValues) {
   EXPECT_EQ(sparkline({0, 1, 8, 4}, 10), " \xE2\x96\x81\xE2\x96\x88\xE2\x96\x84");
   EXPECT_EQ(sparkline({8, 8, 1, 2}, 2), "\xE2\x96\x84\xE2\x96\x88");  // 1 of 2: half
   EXPECT_EQ(sparkline({}, 5), "");
+  EXPECT_EQ(sparkline({1, 2, 3}, 0), "");  // a terminal too narrow for one: ASan once caught a read past the end
 }
 
 TEST(LiveView, SamplerTakesLiveSitesGrowthAndHistory) {
