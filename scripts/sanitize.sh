@@ -60,6 +60,10 @@ run_one() {
   if [[ ${CI:-} == true ]]; then
     plain+=(-DCUMEMTRACE_CCACHE=OFF)
     [[ -n $main_lib ]] && plain+=(-DCUMEMTRACE_PLAIN_PRELOAD_LIBRARY="$main_lib")
+    # ThreadSanitizer checks no analyzer code (below): its tests run the main
+    # build's plain `cumemtrace` too (analyzer/CMakeLists.txt).
+    local main_cli=${CUMEMTRACE_BUILD_DIR:-$root/build}/bin/cumemtrace
+    [[ $kind == thread && -x $main_cli ]] && plain+=(-DCUMEMTRACE_PLAIN_CLI="$main_cli")
   fi
   if [[ ! -f $build/CMakeCache.txt ]]; then
     cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Sanitize \
