@@ -138,7 +138,7 @@ VALUES
     key=${format//-/_}
     cat >>"$values_file" <<VALUES
 export_${key}_meps_cpu $(rate "$trace_events" "${export_cpu[$format]}")
-export_${key}_vs_report $(calc 'r / e' r="$ours_cpu" e="${export_cpu[$format]}" | xargs printf '%.2f')
+export_${key}_vs_report $(calc '(e > 0) ? r / e : 0' r="$ours_cpu" e="${export_cpu[$format]}" | xargs printf '%.2f')
 export_${key}_rss_mib $(kib_to_mib "${export_rss[$format]}")
 VALUES
   done
@@ -161,8 +161,8 @@ printf '| %-62s | %13sx | %13sx | %10s |\n' "cumemtrace / heaptrack_print, per e
   "$(ratio "$trace_events" "$ours_cpu" "$heaptrack_events" "$theirs_cpu")" ""
 printf '| %-62s | %14s | %14s | %10s |\n' "Analysis::consume alone (analysis_bench), ns per event" "" "$consume_ns ns" ""
 for format in "${export_formats[@]}"; do
-  printf '| %-62s | %14s | %14s | %6s MiB |\n' "cumemtrace export --format $format, same trace (x report's speed)" \
-    "" "$(rate "$trace_events" "${export_cpu[$format]}") ($(calc 'r / e' r="$ours_cpu" e="${export_cpu[$format]}" |
+  printf '| %-62s | %14s | %14s | %6s MiB |\n' "cumemtrace export --format $format (x report's speed)" \
+    "" "$(rate "$trace_events" "${export_cpu[$format]}") ($(calc '(e > 0) ? r / e : 0' r="$ours_cpu" e="${export_cpu[$format]}" |
       xargs printf '%.2f')x)" "$(kib_to_mib "${export_rss[$format]}")"
 done
 printf '| %-62s | %14s | %14s | %6s MiB |\n' "cumemtrace report, synthetic trace ($big_events events, $big_mib MiB)" \
