@@ -35,6 +35,9 @@ for p in "${packages[@]}"; do
     missing+=("$p")
   fi
 done
+# Debian's nodejs leaves npm to a package of its own; NodeSource's nodejs
+# carries it (and conflicts with Debian's npm), so npm only where missing.
+command -v npm >/dev/null || missing+=(npm)
 
 if ((${#missing[@]} == 0)); then
   echo "setup: all build dependencies are installed"
@@ -50,18 +53,18 @@ else
   $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi
 
-# Debian's nodejs leaves npm to its own package; NodeSource's carries it.
-if ! command -v npm >/dev/null; then
-  ${sudo:-} apt-get install -y -qq --no-install-recommends npm
-fi
-
 # The JavaScript clients the tests drive (tests/js/package.json, versions
 # pinned by its package-lock.json): reinstalled only when the lock changed.
 js=$(cd "$(dirname "${BASH_SOURCE[0]}")/../tests/js" && pwd)
 if ! cmp -s "$js/package-lock.json" "$js/node_modules/.package-lock.json.installed" 2>/dev/null; then
   echo "setup: installing tests/js's npm packages"
-  (cd "$js" && npm ci --no-audit --no-fund --loglevel=error >/dev/null)
-  cp "$js/package-lock.json" "$js/node_modules/.package-lock.json.installed"
+  # Only tests need them: without the registry the build goes on, and the
+  # clients.* tests skip with a reason (or fail, in CI).
+  if (cd "$js" && npm ci --no-audit --no-fund --loglevel=error >/dev/null); then
+    cp "$js/package-lock.json" "$js/node_modules/.package-lock.json.installed"
+  else
+    echo "setup: warning: npm ci in tests/js failed; the clients.* tests will not run" >&2
+  fi
 fi
 
 if ! command -v nvcc >/dev/null && [[ ! -x /usr/local/cuda/bin/nvcc ]]; then
