@@ -47,6 +47,8 @@
 
 #include "cumemtrace/address_map.h"
 #include "cumemtrace/analyzer/export.h"
+#include "cumemtrace/analyzer/units.h"
+#include "analyze/report_figures.h"
 #include "export/pickle_writer.h"
 
 namespace cumemtrace::analyzer {
@@ -152,12 +154,6 @@ struct Frame {
   std::uint64_t line = 0;
 };
 
-std::string hex(std::uint64_t v) {
-  char text[24];
-  std::snprintf(text, sizeof text, "0x%llx", static_cast<unsigned long long>(v));
-  return text;
-}
-
 // Ours to PyTorch's: a Python frame is its function, file and line, as
 // PyTorch records them; a native frame is named by its function (else by
 // its module and offset, else its address: unnamed frames stay apart) and
@@ -174,10 +170,9 @@ Frame to_snapshot_frame(const StackFrame& f) {
   if (f.has_fn && !f.fn.empty()) {
     out.name = f.fn;
   } else if (!f.module.empty() && f.off) {
-    const std::size_t slash = f.module.rfind('/');
-    out.name = std::string(slash == std::string_view::npos ? f.module : f.module.substr(slash + 1)) + "+" + hex(*f.off);
+    out.name = std::string(detail::base_name(f.module)) + "+" + format_hex(*f.off);
   } else {
-    out.name = hex(f.ip);
+    out.name = format_hex(f.ip);
   }
   out.filename = !f.file.empty() ? std::string(f.file) : !f.module.empty() ? std::string(f.module) : "??";
   return out;

@@ -4,6 +4,7 @@
 #include <cstdio>
 
 #include "cumemtrace/analyzer/units.h"
+#include "render/report_text_sections.h"
 
 namespace cumemtrace::analyzer::detail {
 
@@ -33,20 +34,6 @@ std::string fit(const std::string& s, std::size_t width) {
     out += s[i];
   }
   return out + kEllipsis;
-}
-
-std::string plural(std::uint64_t n, const char* one, const char* many) {
-  return std::to_string(n) + " " + (n == 1 ? one : many);
-}
-
-std::string rate_text(const GrowthLeak& g) {
-  const double rate = g.iterations == 0 ? 0.0
-                                        : static_cast<double>(g.last_live_bytes - g.first_live_bytes) /
-                                              static_cast<double>(g.iterations);
-  if (rate >= 10.0) return format_bytes(g.bytes_per_iteration);
-  char text[32];
-  std::snprintf(text, sizeof text, "%.2f B", rate);  // as the report writes a slow leak
-  return text;
 }
 
 // "0.123 s" style, shorter than format_seconds: tenths.
@@ -130,7 +117,7 @@ void LiveSampler::sample(const Analysis& analysis, std::size_t top_sites, LiveFi
                    plural(growth.iterations.period_allocs, "allocation", "allocations");
   }
   f.growth.clear();
-  for (const GrowthLeak& g : growth.leaks) f.growth.push_back(LiveGrowth{(*labels_)(g.stack), rate_text(g), g.iterations});
+  for (const GrowthLeak& g : growth.leaks) f.growth.push_back(LiveGrowth{(*labels_)(g.stack), per_iteration(g), g.iterations});
 
   f.ooms = analysis.total().ooms;
   f.last_oom.clear();

@@ -16,17 +16,6 @@ std::string iterations_phrase(const IterationInfo& it) {
   return "delimited by a period of " + plural(it.period_allocs, "allocation", "allocations");
 }
 
-// The mean rise per iteration; below 10 bytes with decimals, so a slow leak
-// (64 B every 100 iterations) does not read as 1 B.
-std::string per_iteration(const GrowthLeak& g) {
-  const double rate = g.iterations == 0 ? 0.0
-                                        : static_cast<double>(g.last_live_bytes - g.first_live_bytes) /
-                                              static_cast<double>(g.iterations);
-  if (rate >= 10.0) return format_bytes(g.bytes_per_iteration);
-  char text[32];
-  std::snprintf(text, sizeof text, "%.2f B", rate);
-  return text;
-}
 
 std::string share(std::uint64_t part, std::uint64_t whole) {
   return whole == 0 ? std::string("-") : percent(static_cast<double>(part) / static_cast<double>(whole));
@@ -51,6 +40,16 @@ std::string errors_phrase(const Analysis& analysis) {
 }
 
 }  // namespace
+
+std::string per_iteration(const GrowthLeak& g) {
+  const double rate = g.iterations == 0 ? 0.0
+                                        : static_cast<double>(g.last_live_bytes - g.first_live_bytes) /
+                                              static_cast<double>(g.iterations);
+  if (rate >= 10.0) return format_bytes(g.bytes_per_iteration);
+  char text[32];
+  std::snprintf(text, sizeof text, "%.2f B", rate);
+  return text;
+}
 
 std::string from_site(const SiteLabels& labels, std::uint64_t stack) {
   if (stack == 0) return "with no stack captured";

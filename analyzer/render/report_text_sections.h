@@ -17,6 +17,10 @@ namespace cumemtrace::analyzer::detail {
 std::string bytes_exact(std::uint64_t bytes);
 // "1 allocation", "3 allocations"
 std::string plural(std::uint64_t n, const char* one, const char* many);
+// A growth leak's mean rise per iteration ("4.00 KiB"); below 10 bytes with
+// decimals ("0.64 B"), so a slow leak (64 B every 100 iterations) does not
+// read as 1 B. The text report and `top` both print it.
+std::string per_iteration(const GrowthLeak& g);
 // "3.82 MiB (4008192 bytes) at 0.000067 s in phase 'epoch 2'"
 std::string peak_line(const Watermark& w, const PeakPhase& phase);
 // "stack 3", or "no stack captured" for 0
