@@ -116,10 +116,12 @@ run_one() {
     # playwright, speedscope, DuckDB, pandas, tmux); the analyzer code that
     # wrote those outputs runs here in its own unit and golden tests, and
     # each client's start-up (Chromium's is seconds) is not worth CI's time.
+    # numba.* tests: Numba's suite on the sim, a client like those (and not
+    # built here: tests/integration/CMakeLists.txt).
     # (The programs that fork while other threads run and whose children
     # exit() turn off LeakSanitizer's at-exit check for themselves:
     # tests/apps/forks_under_lsan.h says why.)
-    select=(-E '^(analyzer\.Memory\.PeakResidentMemoryDoesNotGrowWithTheTrace|python\..*|clients\..*)$')
+    select=(-E '^(analyzer\.Memory\.PeakResidentMemoryDoesNotGrowWithTheTrace|python\..*|clients\..*|numba\..*)$')
   fi
   local -a target_args=()
   for t in "${targets[@]}"; do target_args+=(--target "$t"); done

@@ -25,6 +25,7 @@ packages=(
   libpng-dev             # reading those tests' screenshots
   libpython3-dev         # tests/apps/python_embed: a program that embeds CPython
   python3-pandas         # README's pandas recipe, proved by a test (Debian's /usr/bin/python3)
+  python3-numba          # Numba's driver test suite on the sim (tests/integration/numba)
   tmux                   # `cumemtrace top`'s terminal test (capture-pane)
   nodejs                 # tests/js: playwright-core, speedscope and DuckDB (npm registry)
 )

@@ -37,16 +37,33 @@ sim_app(sim_capacity ENV SIMCUDA_DEVICE_MEMORY=512MiB)
 sim_app(sim_page_probe ENV SIMCUDA_DEVICE_MEMORY=256MiB)
 sim_app(sim_driver_probe DRIVER)
 sim_app(sim_multi_device ENV SIMCUDA_DEVICE_COUNT=2 SIMCUDA_DEVICE_MEMORY=2GiB)
-sim_app(sim_streams ENV SIMCUDA_ASYNC_LATENCY_US=20000)
+# Host registration, peer access, profiler, managed hints, 2D copies, pointer
+# attributes (tests/sim/driver/drv_host_peer.cpp, tests/sim/runtime/rt_misc.cpp).
+sim_app(sim_host_peer DRIVER ENV SIMCUDA_DEVICE_COUNT=2 SIMCUDA_DEVICE_MEMORY=1GiB)
+sim_app(sim_streams ENV SIMCUDA_ASYNC_LATENCY_US=2000)
 sim_app(sim_free_sync ENV SIMCUDA_ASYNC_LATENCY_US=200000)
 sim_app(sim_async_alloc ENV SIMCUDA_ASYNC_LATENCY_US=20000)
 sim_app(sim_managed_host_pitch)
 sim_app(sim_driver DRIVER ENV SIMCUDA_DEVICE_MEMORY=4GiB)
+# Modules and kernels that compute nothing (tests/sim/driver/drv_module.cpp).
+sim_app(sim_kernels_driver DRIVER ENV SIMCUDA_ASYNC_LATENCY_US=20000 SIMCUDA_DEVICE_MEMORY=1GiB)
+sim_app(sim_contexts DRIVER ENV SIMCUDA_DEVICE_COUNT=2 SIMCUDA_DEVICE_MEMORY=1GiB)
 # VMM memory is no file: RLIMIT_FSIZE and RLIMIT_NOFILE do not touch it
 # (tests/sim/driver/drv_vmm.cpp).
 sim_app(sim_vmm_backing DRIVER)
 sim_app(sim_entry_points)
-sim_app(sim_ptds DEFINES CUDA_API_PER_THREAD_DEFAULT_STREAM=1 ENV SIMCUDA_ASYNC_LATENCY_US=100000)
+# Every toolkit libcuda.so export found through cuGetProcAddress, and the
+# not-supported answers of unmodelled functions (the list is the toolkit's,
+# written by nm when the test runs).
+cumemtrace_add_cuda_app(sim_surface sim_surface.cpp DRIVER)
+target_include_directories(sim_surface PRIVATE ${_sim_test_include})
+add_dependencies(sim_surface simcuda_runtime simcuda_driver)
+add_test(NAME sim_surface_proc_address COMMAND sh -c
+  "${CMAKE_NM} -D --defined-only \"$1\" | awk '{print $3}' > \"$2.exports\" && exec \"$2\" \"$2.exports\""
+  sh ${SIMCUDA_TOOLKIT_LIBCUDA} $<TARGET_FILE:sim_surface>)
+set_tests_properties(sim_surface_proc_address PROPERTIES
+  ENVIRONMENT "LD_LIBRARY_PATH=${SIMCUDA_LIBRARY_DIR}" TIMEOUT 60 LABELS sim)
+sim_app(sim_ptds DEFINES CUDA_API_PER_THREAD_DEFAULT_STREAM=1 ENV SIMCUDA_ASYNC_LATENCY_US=2000)
 # The per-thread build must really reference the _ptds/_ptsz runtime symbols.
 add_test(NAME sim_ptds_symbols COMMAND sh -c
   "nm -D --undefined-only \"$1\" > \"$1.syms\" && for s in cudaMemcpy_ptds cudaMemset_ptds cudaMemsetAsync_ptsz cudaMemcpyAsync_ptsz cudaStreamSynchronize_ptsz cudaMallocAsync_ptsz cudaFreeAsync_ptsz cudaEventRecord_ptsz cudaStreamQuery_ptsz cudaGetDriverEntryPoint_ptsz; do grep -q \"$s@libcudart.so.13\" \"$1.syms\" || { echo \"missing $s\"; exit 1; }; done"

@@ -1,19 +1,26 @@
 // Driver-API behaviour our hooks and route programs rely on, as facts a
 // real GPU can be asked too: the legacy unsuffixed 32-bit entry points, a
 // virtual-address reservation freed while still mapped, and what the
-// stream-ordered pool counts as used after each way of freeing its memory.
+// stream-ordered pool counts as used after each way of freeing its memory,
+// and what contexts do where the documentation is silent (tests/apps/
+// sim_contexts.cpp checks the rest on the sim).
 // On the sim every fact must equal the sim's value (exit 1 otherwise); on a
 // real GPU the program only reports, marking each difference, and ends with
 // `differences from the sim: N` (exit 0), so scripts/gpu-check.sh shows
 // whether the sim, the route programs or the preload need changing.
 #include <cuda.h>
 
+#include <atomic>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <string>
+#include <thread>
 
 #include "sim_probe.h"
+
+// cuCtxGet/SetSharedMemConfig are deprecated in CUDA 13 but still exported.
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
 
 extern "C" CUresult legacy_mem_alloc(unsigned int* dptr, unsigned int bytes) __asm__("cuMemAlloc");
 extern "C" CUresult legacy_mem_free(unsigned int dptr) __asm__("cuMemFree");
@@ -131,6 +138,154 @@ void stream_ordered_accounting() {
   SIM_CU_OK(cuStreamDestroy(stream));
 }
 
+std::string limit_text(CUlimit limit) {
+  std::size_t value = 0;
+  const CUresult rc = cuCtxGetLimit(&value, limit);
+  return rc == CUDA_SUCCESS ? std::to_string(value) : name_of(rc);
+}
+
+std::string set_then_get(CUlimit limit, std::size_t value) {
+  const std::string set = name_of(cuCtxSetLimit(limit, value));
+  return set + ", " + limit_text(limit);
+}
+
+// Context queries, on the current (primary) context of device 0.
+void context_queries() {
+  unsigned version = 0;
+  SIM_CU_OK(cuCtxGetApiVersion(nullptr, &version));
+  g_probe.fact("cuCtxGetApiVersion of the primary context", std::to_string(version), "3020");
+  unsigned flags = 0;
+  SIM_CU_OK(cuCtxGetFlags(&flags));
+  g_probe.fact("cuCtxGetFlags of the primary context (flags never set)", std::to_string(flags), "0");
+  int least = 7, greatest = 7;
+  SIM_CU_OK(cuCtxGetStreamPriorityRange(&least, &greatest));
+  g_probe.fact("cuCtxGetStreamPriorityRange", std::to_string(least) + " .. " + std::to_string(greatest), "0 .. -5");
+  g_probe.fact("CU_LIMIT_STACK_SIZE", limit_text(CU_LIMIT_STACK_SIZE), "1024");
+  g_probe.fact("CU_LIMIT_PRINTF_FIFO_SIZE", limit_text(CU_LIMIT_PRINTF_FIFO_SIZE), "1048576");
+  g_probe.fact("CU_LIMIT_MALLOC_HEAP_SIZE", limit_text(CU_LIMIT_MALLOC_HEAP_SIZE), "8388608");
+  g_probe.fact("CU_LIMIT_DEV_RUNTIME_SYNC_DEPTH", limit_text(CU_LIMIT_DEV_RUNTIME_SYNC_DEPTH),
+               "CUDA_ERROR_UNSUPPORTED_LIMIT");
+  g_probe.fact("CU_LIMIT_DEV_RUNTIME_PENDING_LAUNCH_COUNT", limit_text(CU_LIMIT_DEV_RUNTIME_PENDING_LAUNCH_COUNT),
+               "2048");
+  g_probe.fact("CU_LIMIT_MAX_L2_FETCH_GRANULARITY", limit_text(CU_LIMIT_MAX_L2_FETCH_GRANULARITY), "64");
+  g_probe.fact("CU_LIMIT_PERSISTING_L2_CACHE_SIZE", limit_text(CU_LIMIT_PERSISTING_L2_CACHE_SIZE), "0");
+  g_probe.fact("CU_LIMIT_SHMEM_SIZE (not a CIG context)", limit_text(CU_LIMIT_SHMEM_SIZE),
+               "CUDA_ERROR_UNSUPPORTED_LIMIT");
+  g_probe.fact("CU_LIMIT_CIG_ENABLED", limit_text(CU_LIMIT_CIG_ENABLED), "0");
+  g_probe.fact("CU_LIMIT_CIG_SHMEM_FALLBACK_ENABLED", limit_text(CU_LIMIT_CIG_SHMEM_FALLBACK_ENABLED),
+               "CUDA_ERROR_UNSUPPORTED_LIMIT");
+  g_probe.fact("cuCtxGetLimit(CU_LIMIT_MAX)", limit_text(CU_LIMIT_MAX), "CUDA_ERROR_UNSUPPORTED_LIMIT");
+  g_probe.fact("cuCtxSetLimit(CU_LIMIT_DEV_RUNTIME_SYNC_DEPTH, 4)",
+               name_of(cuCtxSetLimit(CU_LIMIT_DEV_RUNTIME_SYNC_DEPTH, 4)), "CUDA_ERROR_UNSUPPORTED_LIMIT");
+  g_probe.fact("cuCtxSetLimit(CU_LIMIT_CIG_ENABLED, 1)", name_of(cuCtxSetLimit(CU_LIMIT_CIG_ENABLED, 1)),
+               "CUDA_ERROR_UNSUPPORTED_LIMIT");
+  g_probe.fact("CU_LIMIT_STACK_SIZE set to 4096, then read", set_then_get(CU_LIMIT_STACK_SIZE, 4096),
+               "CUDA_SUCCESS, 4096");
+  g_probe.fact("CU_LIMIT_MAX_L2_FETCH_GRANULARITY set to 1000, then read",
+               set_then_get(CU_LIMIT_MAX_L2_FETCH_GRANULARITY, 1000), "CUDA_SUCCESS, 128");
+  cuCtxSetLimit(CU_LIMIT_STACK_SIZE, 1024);
+  cuCtxSetLimit(CU_LIMIT_MAX_L2_FETCH_GRANULARITY, 64);
+  CUfunc_cache cache = CU_FUNC_CACHE_PREFER_EQUAL;
+  SIM_CU_OK(cuCtxGetCacheConfig(&cache));
+  g_probe.fact("cuCtxGetCacheConfig (never set)", std::to_string(cache), "0");
+  SIM_CU_OK(cuCtxSetCacheConfig(CU_FUNC_CACHE_PREFER_L1));
+  SIM_CU_OK(cuCtxGetCacheConfig(&cache));
+  g_probe.fact("cuCtxGetCacheConfig after setting CU_FUNC_CACHE_PREFER_L1 (2)", std::to_string(cache), "2");
+  SIM_CU_OK(cuCtxSetCacheConfig(CU_FUNC_CACHE_PREFER_NONE));
+  CUsharedconfig banks = CU_SHARED_MEM_CONFIG_DEFAULT_BANK_SIZE;
+  SIM_CU_OK(cuCtxSetSharedMemConfig(CU_SHARED_MEM_CONFIG_EIGHT_BYTE_BANK_SIZE));
+  SIM_CU_OK(cuCtxGetSharedMemConfig(&banks));
+  g_probe.fact("cuCtxGetSharedMemConfig after setting eight-byte banks (1: four-byte banks)",
+               std::to_string(banks), "1");
+}
+
+// The context stack's edges, destroyed contexts and the primary's retain count.
+void context_lifetimes() {
+  CUdevice dev = 0;
+  SIM_CU_OK(cuDeviceGet(&dev, 0));
+  CUcontext primary = nullptr;
+  SIM_CU_OK(cuCtxGetCurrent(&primary));
+  CUdeviceptr orphan = 0;
+  void* orphan_host = nullptr;
+  SIM_CU_OK(cuMemAlloc(&orphan, 4096));
+  SIM_CU_OK(cuMemAllocHost(&orphan_host, 4096));
+  SIM_CU_OK(cuCtxPopCurrent(nullptr));
+  // Freeing resolves the allocation from the pointer (NVIDIA/cuda-python#2750).
+  g_probe.fact("cuMemFree with no current context", name_of(cuMemFree(orphan)), "CUDA_SUCCESS");
+  g_probe.fact("cuMemFreeHost with no current context", name_of(cuMemFreeHost(orphan_host)),
+               "CUDA_SUCCESS");
+  CUcontext popped = nullptr;
+  g_probe.fact("cuCtxPopCurrent on an empty stack", name_of(cuCtxPopCurrent(&popped)), "CUDA_ERROR_INVALID_CONTEXT");
+  g_probe.fact("cuCtxPushCurrent(NULL)", name_of(cuCtxPushCurrent(nullptr)), "CUDA_ERROR_INVALID_CONTEXT");
+  CUdevice got = -1;
+  g_probe.fact("cuCtxGetDevice with no current context", name_of(cuCtxGetDevice(&got)), "CUDA_ERROR_INVALID_CONTEXT");
+  int least = 0, greatest = 0;
+  g_probe.fact("cuCtxGetStreamPriorityRange with no current context",
+               name_of(cuCtxGetStreamPriorityRange(&least, &greatest)), "CUDA_ERROR_INVALID_CONTEXT");
+  CUcontext created = nullptr;
+  g_probe.fact("cuCtxCreate with two scheduling flags",
+               name_of(cuCtxCreate(&created, nullptr, CU_CTX_SCHED_SPIN | CU_CTX_SCHED_YIELD, dev)),
+               "CUDA_ERROR_INVALID_VALUE");
+  SIM_CU_OK(cuCtxPushCurrent(primary));
+
+  // Destroyed while current on another thread (documented:
+  // CUDA_ERROR_CONTEXT_IS_DESTROYED there), then its stale handle here.
+  std::string there, still_current, pop_there;
+  std::atomic<int> step{0};
+  SIM_CU_OK(cuCtxCreate(&created, nullptr, 0, dev));
+  SIM_CU_OK(cuCtxPopCurrent(nullptr));
+  std::thread holder([&] {
+    SIM_CU_OK(cuCtxPushCurrent(created));
+    step = 1;
+    while (step != 2) std::this_thread::yield();
+    CUdevice d = -1;
+    there = name_of(cuCtxGetDevice(&d));
+    CUcontext cur = nullptr;
+    SIM_CU_OK(cuCtxGetCurrent(&cur));
+    still_current = cur == created ? "yes" : "no";
+    pop_there = name_of(cuCtxPopCurrent(nullptr));
+  });
+  while (step != 1) std::this_thread::yield();
+  SIM_CU_OK(cuCtxDestroy(created));
+  step = 2;
+  holder.join();
+  g_probe.fact("destroyed while current on another thread: cuCtxGetDevice there", there,
+               "CUDA_ERROR_CONTEXT_IS_DESTROYED");
+  g_probe.fact("  and cuCtxGetCurrent there still returns it", still_current, "yes");
+  g_probe.fact("  and cuCtxPopCurrent there", pop_there, "CUDA_SUCCESS");
+  unsigned version = 0;
+  g_probe.fact("cuCtxGetApiVersion of a destroyed context", name_of(cuCtxGetApiVersion(created, &version)),
+               "CUDA_ERROR_INVALID_CONTEXT");
+  unsigned long long id = 0;
+  g_probe.fact("cuCtxGetId of a destroyed context", name_of(cuCtxGetId(created, &id)), "CUDA_ERROR_INVALID_CONTEXT");
+  g_probe.fact("cuCtxPushCurrent of a destroyed context", name_of(cuCtxPushCurrent(created)),
+               "CUDA_ERROR_INVALID_CONTEXT");
+
+  // The primary: a reset gives a new id; the last release leaves the handle
+  // current but unusable; retaining again gives the same handle.
+  unsigned long long before = 0, after = 0;
+  SIM_CU_OK(cuCtxGetId(primary, &before));
+  SIM_CU_OK(cuDevicePrimaryCtxReset(dev));
+  SIM_CU_OK(cuCtxGetId(primary, &after));
+  g_probe.fact("cuCtxGetId after cuDevicePrimaryCtxReset", after != before ? "new" : "unchanged", "new");
+  SIM_CU_OK(cuDevicePrimaryCtxRelease(dev));  // main's retain: the last
+  CUcontext cur = nullptr;
+  SIM_CU_OK(cuCtxGetCurrent(&cur));
+  g_probe.fact("primary released while current: cuCtxGetCurrent returns it", cur == primary ? "yes" : "no", "yes");
+  g_probe.fact("  cuCtxGetDevice", name_of(cuCtxGetDevice(&got)), "CUDA_ERROR_INVALID_CONTEXT");
+  g_probe.fact("  cuCtxPushCurrent of its handle", name_of(cuCtxPushCurrent(primary)), "CUDA_ERROR_INVALID_CONTEXT");
+  g_probe.fact("  cuDevicePrimaryCtxRelease again", name_of(cuDevicePrimaryCtxRelease(dev)),
+               "CUDA_ERROR_INVALID_CONTEXT");
+  CUcontext again = nullptr;
+  SIM_CU_OK(cuDevicePrimaryCtxRetain(&again, dev));
+  g_probe.fact("  retained again: the same handle", again == primary ? "yes" : "no", "yes");
+  SIM_CU_OK(cuCtxGetId(again, &id));
+  g_probe.fact("  with a new cuCtxGetId", id != after ? "yes" : "no", "yes");
+  g_probe.fact("  and cuCtxGetDevice works again", name_of(cuCtxGetDevice(&got)), "CUDA_SUCCESS");
+  // Last: should a driver destroy it, nothing after depends on it.
+  g_probe.fact("cuCtxDestroy of the primary context", name_of(cuCtxDestroy(primary)), "CUDA_ERROR_INVALID_CONTEXT");
+}
+
 }  // namespace
 
 int main() {
@@ -148,6 +303,8 @@ int main() {
   legacy_entry_points();
   address_free_while_mapped();
   stream_ordered_accounting();
+  context_queries();
+  context_lifetimes();
 
   return g_probe.finish();
 }

@@ -9,6 +9,7 @@ add_executable(integration_tests
   exit_ways_test.cpp
   fault_matrix_test.cpp
   integration_support.cpp
+  kernel_apps_test.cpp
   killed_trace_test.cpp
   known_sequence_test.cpp
   launcher_test.cpp
@@ -41,6 +42,7 @@ add_dependencies(integration_tests cumemtrace cumemtrace_preload known_sequence 
   route_devices route_threads route_framework route_static_runtime route_real_runtime_static
   route_real_runtime_shared route_dlsym route_probe_local route_probe_early
   pool_reuse_after_free pool_fragmentation pool_reset pool_other_routes pool_ranges ipc_share oom_storm
+  kernel_train_shared kernel_train_static
   simcuda_runtime simcuda_driver)
 if(TARGET python_embed)
   add_dependencies(integration_tests python_embed)

@@ -61,10 +61,23 @@ Config load() {
       warn(l.name, v, "0");
     }
   }
+  if (const char* v = std::getenv("SIMCUDA_LOG_UNSUPPORTED"); v && *v) {
+    if (std::strcmp(v, "0") == 0 || std::strcmp(v, "1") == 0) {
+      c.log_unsupported = *v == '1';
+    } else {
+      warn("SIMCUDA_LOG_UNSUPPORTED", v, "0");
+    }
+  }
   return c;
 }
 
 }  // namespace
+
+void note_unsupported(const char* name) {
+  if (get().log_unsupported) {
+    std::fprintf(stderr, "simcuda: %s is not simulated; it answers \"not supported\"\n", name);
+  }
+}
 
 bool parse_uint(const char* text, std::uint64_t* out) {
   if (!text || !*text) return false;

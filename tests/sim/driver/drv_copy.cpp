@@ -6,6 +6,7 @@
 // behavior": an async copy from pageable memory is staged before the call
 // returns, and an async copy to pageable memory completes before it returns.
 // Every access to device memory holds remap_lock() shared (see drv_ipc.cpp).
+#include <climits>
 #include <cstring>
 
 #include "drv_internal.h"
@@ -114,6 +115,92 @@ Ptr H(const void* p) { return {reinterpret_cast<std::uintptr_t>(p), Side::Host};
 Ptr D(std::uintptr_t p) { return {p, Side::Device}; }
 Ptr A(std::uintptr_t p) { return {p, Side::Any}; }
 
+// One side of a CUDA_MEMCPY2D: the first byte it touches and its pitch.
+// CUDA arrays do not exist in the sim, so no handle names one.
+CUresult side_2d(CUmemorytype type, const void* host, CUdeviceptr dev, std::size_t x,
+                 std::size_t y, std::size_t pitch, std::size_t width, std::size_t height,
+                 Ptr* out) {
+  std::uintptr_t base = 0;
+  Side side = Side::Any;
+  switch (type) {
+    case CU_MEMORYTYPE_HOST: base = reinterpret_cast<std::uintptr_t>(host); side = Side::Host; break;
+    case CU_MEMORYTYPE_DEVICE: base = dev; side = Side::Device; break;
+    case CU_MEMORYTYPE_UNIFIED: base = dev; side = Side::Any; break;  // inferred from the address
+    default: return CUDA_ERROR_INVALID_VALUE;
+  }
+  // "srcPitch must be greater than or equal to WidthInBytes + srcXInBytes"
+  // (cuMemcpy2D), and not above CU_DEVICE_ATTRIBUTE_MAX_PITCH (2^31 - 1).
+  if (base == 0 || x > SIZE_MAX - width || x > UINTPTR_MAX - base) return CUDA_ERROR_INVALID_VALUE;
+  if (height > 1 && (pitch < width + x || pitch > 2147483647u)) return CUDA_ERROR_INVALID_VALUE;
+  if (y > (UINTPTR_MAX - base - x) / (pitch ? pitch : 1)) return CUDA_ERROR_INVALID_VALUE;
+  *out = {base + y * pitch + x, side};
+  return CUDA_SUCCESS;
+}
+
+// cuMemcpy2D / cuMemcpy2DUnaligned / cuMemcpy2DAsync: Height rows of
+// WidthInBytes bytes. Device-side rows are validated as one span (first row
+// to end of last row) against live allocations; pageable sources of an
+// async copy are staged, pageable destinations complete before return, as
+// for the 1D copies.
+CUresult copy2d(const CUDA_MEMCPY2D* c, CUstream h, bool async, bool pt) {
+  std::shared_ptr<Stream> s;
+  if (CUresult r = resolve_stream(h, pt, &s)) return r;
+  if (!c) return CUDA_ERROR_INVALID_VALUE;
+  const std::size_t w = c->WidthInBytes, rows = c->Height;
+  if (w == 0 || rows == 0) return CUDA_SUCCESS;
+  Ptr src{}, dst{};
+  if (CUresult r = side_2d(c->srcMemoryType, c->srcHost, c->srcDevice, c->srcXInBytes, c->srcY,
+                           c->srcPitch, w, rows, &src)) {
+    return r;
+  }
+  if (CUresult r = side_2d(c->dstMemoryType, c->dstHost, c->dstDevice, c->dstXInBytes, c->dstY,
+                           c->dstPitch, w, rows, &dst)) {
+    return r;
+  }
+  const std::size_t sp = rows > 1 ? c->srcPitch : 0, dp = rows > 1 ? c->dstPitch : 0;
+  if ((rows - 1) > (SIZE_MAX - w) / (sp > dp ? sp : 1)) return CUDA_ERROR_INVALID_VALUE;
+  const std::size_t src_span = (rows - 1) * sp + w, dst_span = (rows - 1) * dp + w;
+  if (src.p > UINTPTR_MAX - src_span || dst.p > UINTPTR_MAX - dst_span) return CUDA_ERROR_INVALID_VALUE;
+  if (dst.side == Side::Device) {
+    if (CUresult r = check_device_side(dst.p, dst_span)) return r;
+  }
+  if (src.side == Side::Device) {
+    if (CUresult r = check_device_side(src.p, src_span)) return r;
+  }
+  bool pinned = false;
+  const bool dst_sim = dst.side == Side::Device || is_sim_memory(dst.p, dst_span, &pinned);
+  const bool src_sim = src.side == Side::Device || is_sim_memory(src.p, src_span, &pinned);
+  const std::uintptr_t d0 = dst.p, s0 = src.p;
+  auto rows_fn = [d0, s0, sp, dp, w, rows] {
+    std::shared_lock<std::shared_mutex> lk(remap_lock());
+    for (std::size_t y = 0; y < rows; ++y) {
+      std::memmove(reinterpret_cast<void*>(d0 + y * dp), reinterpret_cast<const void*>(s0 + y * sp), w);
+    }
+  };
+  if (!async || !dst_sim) {
+    run_sync(s, rows_fn, true);
+    return CUDA_SUCCESS;
+  }
+  Op op;
+  op.pays_latency = true;
+  if (!src_sim) {
+    auto staged = std::make_shared<std::vector<unsigned char>>(w * rows);
+    for (std::size_t y = 0; y < rows; ++y) {
+      std::memcpy(staged->data() + y * w, reinterpret_cast<const void*>(s0 + y * sp), w);
+    }
+    op.fn = [d0, dp, w, rows, staged] {
+      std::shared_lock<std::shared_mutex> lk(remap_lock());
+      for (std::size_t y = 0; y < rows; ++y) {
+        std::memcpy(reinterpret_cast<void*>(d0 + y * dp), staged->data() + y * w, w);
+      }
+    };
+  } else {
+    op.fn = rows_fn;
+  }
+  enqueue(s, std::move(op));
+  return CUDA_SUCCESS;
+}
+
 }  // namespace
 }  // namespace sim
 
@@ -185,6 +272,24 @@ CUresult CUDAAPI cuMemcpyPeerAsync(CUdeviceptr dst, CUcontext, CUdeviceptr src, 
 CUresult CUDAAPI cuMemcpyPeerAsync_ptsz(CUdeviceptr dst, CUcontext, CUdeviceptr src, CUcontext,
                                         size_t n, CUstream h) {
   return copy(D(dst), D(src), n, h, true, true);
+}
+
+// ---- 2D copies (CUDA_MEMCPY2D; the legacy 32-bit CUDA_MEMCPY2D_v1 ABIs are not modelled) --
+CUresult CUDAAPI cuMemcpy2D_v2(const CUDA_MEMCPY2D* c) { return copy2d(c, nullptr, false, false); }
+CUresult CUDAAPI cuMemcpy2D_v2_ptds(const CUDA_MEMCPY2D* c) { return copy2d(c, nullptr, false, true); }
+// "cuMemcpy2DUnaligned() does not have these restrictions" (the pitches of
+// intra-device copies): the sim has none either, so it is the same copy.
+CUresult CUDAAPI cuMemcpy2DUnaligned_v2(const CUDA_MEMCPY2D* c) {
+  return copy2d(c, nullptr, false, false);
+}
+CUresult CUDAAPI cuMemcpy2DUnaligned_v2_ptds(const CUDA_MEMCPY2D* c) {
+  return copy2d(c, nullptr, false, true);
+}
+CUresult CUDAAPI cuMemcpy2DAsync_v2(const CUDA_MEMCPY2D* c, CUstream h) {
+  return copy2d(c, h, true, false);
+}
+CUresult CUDAAPI cuMemcpy2DAsync_v2_ptsz(const CUDA_MEMCPY2D* c, CUstream h) {
+  return copy2d(c, h, true, true);
 }
 
 // ---- memsets ------------------------------------------------------------------

@@ -72,6 +72,10 @@ int attribute_value(CUdevice_attribute a, int ordinal, bool* known) {
     case CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED: return 1;
     case CU_DEVICE_ATTRIBUTE_CLUSTER_LAUNCH: return 1;
     case CU_DEVICE_ATTRIBUTE_NUMA_ID: return -1;
+    // cuMemHostRegister is modelled (drv_host_peer.cpp); an H100 reports 1
+    // for both.
+    case CU_DEVICE_ATTRIBUTE_HOST_REGISTER_SUPPORTED: return 1;
+    case CU_DEVICE_ATTRIBUTE_CAN_USE_HOST_POINTER_FOR_REGISTERED_MEM: return 1;
     case CU_DEVICE_ATTRIBUTE_HOST_NUMA_ID: return -1;
     default:
       // Any other attribute the header defines: the feature is absent (0).

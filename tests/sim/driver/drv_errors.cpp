@@ -2,6 +2,7 @@
 // cuda.h (generated into sim_cu_errors.inc at configure time), so every
 // CUresult the header defines has its name.
 #include "drv_internal.h"
+#include "sim_surface.h"
 
 namespace {
 
@@ -60,4 +61,15 @@ CUresult CUDAAPI cuGetErrorString(CUresult error, const char** pStr) {
   const char* s = error_string(error);
   *pStr = s ? s : n;  // codes the sim never returns: their name
   return CUDA_SUCCESS;
+}
+
+// Every exported driver function the sim does not model (the generated
+// sim_driver_surface.cpp) ends here. The driver API documents
+// CUDA_ERROR_NOT_SUPPORTED for "the attempted operation is not supported on
+// the current system or device"; before cuInit every entry point answers
+// CUDA_ERROR_NOT_INITIALIZED first, as the real driver's do.
+int sim::unsupported_call(const char* name) {
+  simcfg::note_unsupported(name);
+  if (CUresult r = check_init(); r != CUDA_SUCCESS) return r;
+  return CUDA_ERROR_NOT_SUPPORTED;
 }

@@ -15,6 +15,7 @@
 #define __CUDA_API_VERSION_INTERNAL 1
 #pragma GCC visibility push(default)
 #include <cuda.h>
+#include <cudaProfiler.h>  // cuProfilerStart/Stop (drv_host_peer.cpp)
 #pragma GCC visibility pop
 
 #include <atomic>
@@ -123,7 +124,9 @@ class DeviceSpace {
 };
 
 // Ipc: another process's allocation mapped here by cuIpcOpenMemHandle.
-enum class AllocKind { Device, Pitch, Managed, Async, Ipc };
+// Module: a module global's memory (drv_module.cpp), the driver's own, not
+// the program's: cuMemFree refuses it and cuModuleUnload frees it.
+enum class AllocKind { Device, Pitch, Managed, Async, Ipc, Module };
 
 struct Allocation {
   std::uintptr_t base = 0;
@@ -188,7 +191,16 @@ struct Context {
   std::condition_variable cv;  // signalled when a worker leaves `streams`
   std::set<Stream*> streams;   // every live worker of this context
   std::shared_ptr<Stream> legacy;
+  // drv_contexts.cpp: cuCtxGetId's id (a new one for each incarnation of a
+  // primary context) and what cuCtxSetLimit / cuCtxSetCacheConfig set;
+  // reset with the context. Guarded by settings_mu.
+  std::mutex settings_mu;
+  unsigned long long id = 0;
+  std::size_t limits[CU_LIMIT_MAX] = {};
+  CUfunc_cache cache_config = CU_FUNC_CACHE_PREFER_NONE;
 };
+// Gives ctx a new id and the default limits and cache preference.
+void reset_context_settings(Context* ctx);
 
 struct Op {
   std::function<void()> fn;
@@ -362,12 +374,36 @@ CUresult free_device(std::uintptr_t p, bool async_pending_ok);
 void free_context_allocations(Context* ctx);
 void free_context_host(Context* ctx);
 
+// ---- host registration (drv_host_peer.cpp) --------------------------------------
+// Fills info (host = true) when [p, p+len) lies in memory registered with
+// cuMemHostRegister; false otherwise.
+bool registered_lookup(std::uintptr_t p, std::size_t len, PtrInfo* info);
+// Unregisters what ctx registered (context reset/destroy).
+void drop_context_registrations(Context* ctx);
+
 // ---- vmm (drv_vmm.cpp) -----------------------------------------------------
 // Fills info for an accessible mapping containing [p, p+len); with
 // for_attributes, also for a mapped but inaccessible address (found) and a
 // reserved, unmapped one (found false, vmm true). False if p is in no
 // reservation.
 bool vmm_lookup(std::uintptr_t p, std::size_t len, PtrInfo* info, bool for_attributes = false);
+
+// ---- modules and launches (drv_module.cpp, drv_launch.cpp) -----------------
+// What a launch needs to know of a CUfunction (or a CUkernel cast to one,
+// resolved in `ctx_hint`'s context, or the current one when null).
+struct LaunchInfo {
+  Context* ctx = nullptr;          // the context of the function's module
+  int max_threads_per_block = 0;   // CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK
+  int num_regs = 0;                // CU_FUNC_ATTRIBUTE_NUM_REGS
+  std::size_t static_shared = 0;   // CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES
+  int max_dynamic_shared = 0;      // CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
+};
+CUresult function_launch_info(CUfunction f, Context* ctx_hint, LaunchInfo* out);
+// Blocks of `threads` threads with `dyn_shared` bytes each that fit on one
+// SM (the occupancy model of drv_module.cpp, also used by cooperative launches).
+int active_blocks_per_sm(const LaunchInfo& f, int threads, std::size_t dyn_shared);
+// Unloads the modules of ctx and frees their globals (context destruction).
+void drop_context_modules(Context* ctx);
 
 // ---- fork --------------------------------------------------------------------
 extern std::atomic<bool> g_forked_child;

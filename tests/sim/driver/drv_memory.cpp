@@ -131,7 +131,8 @@ CUresult mark_free_pending(std::uintptr_t p) {
   if (!d) return CUDA_ERROR_INVALID_VALUE;
   std::lock_guard<std::mutex> lk(d->mu);
   auto it = d->allocs.find(p);
-  if (it == d->allocs.end() || it->second.free_pending || it->second.kind == AllocKind::Ipc) {
+  if (it == d->allocs.end() || it->second.free_pending || it->second.kind == AllocKind::Ipc ||
+      it->second.kind == AllocKind::Module) {
     return CUDA_ERROR_INVALID_VALUE;
   }
   it->second.free_pending = true;
@@ -150,6 +151,7 @@ void free_context_allocations(Context* ctx) {
 }
 
 void free_context_host(Context* ctx) {
+  drop_context_registrations(ctx);
   std::lock_guard<std::mutex> lk(host_mu());
   auto& m = host_allocs();
   for (auto it = m.begin(); it != m.end();) {
@@ -203,6 +205,7 @@ PtrInfo lookup_range(std::uintptr_t p, std::size_t len) {
       }
     }
   }
+  if (registered_lookup(p, len, &info)) return info;
   vmm_lookup(p, len, &info);
   return info;
 }
@@ -232,12 +235,29 @@ CUresult alloc_api(CUdeviceptr* dptr, std::size_t size, AllocKind kind) {
   return CUDA_SUCCESS;
 }
 
-CUresult free_api(std::uintptr_t p) {
+// Freeing needs no current context: "The driver resolves the allocation from
+// the pointer via unified addressing and frees it in its owning context, with
+// any context or none current" (an NVIDIA engineer, NVIDIA/cuda-python#2750,
+// tested on 12.9 and 13.x; openucx/ucx#10643 says the same of
+// cuMemHostUnregister). Numba's cuda.close() frees with none current. A
+// destroyed context still current here is another matter: its error stands.
+CUresult check_free_context() {
   Context* c = nullptr;
-  if (CUresult r = current_ctx(&c)) return r;
+  CUresult r = current_ctx(&c);
+  if (r == CUDA_ERROR_INVALID_CONTEXT && (ctx_stack().empty() || !ctx_stack().back())) {
+    return CUDA_SUCCESS;
+  }
+  return r;
+}
+
+CUresult free_api(std::uintptr_t p) {
+  if (CUresult r = check_free_context()) return r;
   if (p == 0) return CUDA_ERROR_INVALID_VALUE;
   PtrInfo info = lookup_range(p, 0);
-  if (!info.found || info.host || info.base != p || info.device < 0 || info.kind == AllocKind::Ipc) {
+  // A module global (AllocKind::Module) is the driver's memory, freed by
+  // cuModuleUnload, not by cuMemFree.
+  if (!info.found || info.host || info.base != p || info.device < 0 || info.kind == AllocKind::Ipc ||
+      info.kind == AllocKind::Module) {
     return CUDA_ERROR_INVALID_VALUE;
   }
   simcfg::sleep_us(simcfg::get().free_latency_us);
@@ -329,8 +349,7 @@ CUresult CUDAAPI cuMemHostAlloc(void** pp, size_t bytesize, unsigned int Flags) 
 }
 
 CUresult CUDAAPI cuMemFreeHost(void* p) {
-  Context* c = nullptr;
-  if (CUresult r = current_ctx(&c)) return r;
+  if (CUresult r = check_free_context()) return r;
   std::lock_guard<std::mutex> lk(host_mu());
   auto it = host_allocs().find(reinterpret_cast<std::uintptr_t>(p));
   if (it == host_allocs().end()) return CUDA_ERROR_INVALID_VALUE;
@@ -368,12 +387,17 @@ CUresult CUDAAPI cuMemHostGetFlags(unsigned int* pFlags, void* p) {
 // cuMemGetAddressRange() only returns the size of the individual segment"
 // (ofiwg/libfabric#12473; the same in openucx/ucx#11461). For memory opened
 // with cuIpcOpenMemHandle, the opened range: the pointer it returned and the
-// exported allocation's size.
+// exported allocation's size. Pinned host memory (cuMemAllocHost,
+// cuMemHostAlloc) and registered host memory are device-visible allocations
+// too, whose device pointer is their host address: Numba's own driver test
+// (test_host_alloc_mapped, run on GPUs by its CI) sizes a cuMemHostAlloc
+// DEVICEMAP buffer with cuMemGetAddressRange. Pageable memory and unmapped
+// addresses are CUDA_ERROR_NOT_FOUND.
 CUresult CUDAAPI cuMemGetAddressRange_v2(CUdeviceptr* pbase, size_t* psize, CUdeviceptr dptr) {
   Context* c = nullptr;
   if (CUresult r = current_ctx(&c)) return r;
   PtrInfo info = describe_pointer(dptr);
-  if (!info.found || info.host) return CUDA_ERROR_NOT_FOUND;
+  if (!info.found) return CUDA_ERROR_NOT_FOUND;
   if (pbase) *pbase = info.base;
   if (psize) *psize = info.size;
   return CUDA_SUCCESS;
@@ -408,8 +432,27 @@ std::size_t attribute_size(CUpointer_attribute a) {
     case CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE: return sizeof(CUmemoryPool);
     case CU_POINTER_ATTRIBUTE_MAPPING_SIZE: return sizeof(std::size_t);
     case CU_POINTER_ATTRIBUTE_MAPPING_BASE_ADDR: return sizeof(CUdeviceptr);
+    case CU_POINTER_ATTRIBUTE_SYNC_MEMOPS: return sizeof(int);
+    // A bitmask of CUmemAllocationHandleType values; NVIDIA's cuda-python
+    // (_HelperCUpointer_attribute) reads it as an unsigned int.
+    case CU_POINTER_ATTRIBUTE_ALLOWED_HANDLE_TYPES: return sizeof(unsigned int);
+    case CU_POINTER_ATTRIBUTE_IS_GPU_DIRECT_RDMA_CAPABLE: return sizeof(int);
+    case CU_POINTER_ATTRIBUTE_ACCESS_FLAGS: return sizeof(CUDA_POINTER_ATTRIBUTE_ACCESS_FLAGS);
+    case CU_POINTER_ATTRIBUTE_MEMORY_BLOCK_ID: return sizeof(unsigned long long);
+    case CU_POINTER_ATTRIBUTE_IS_HW_DECOMPRESS_CAPABLE: return sizeof(int);
     default: return 0;
   }
+}
+
+// Buffers cuPointerSetAttribute(SYNC_MEMOPS) set to 1, by buffer id (never
+// reused, so a freed buffer's entry is merely dead).
+std::mutex& sync_memops_mu() {
+  static auto* m = new std::mutex;
+  return *m;
+}
+std::set<std::uint64_t>& sync_memops() {
+  static auto* s = new std::set<std::uint64_t>;
+  return *s;
 }
 
 template <typename T>
@@ -471,6 +514,41 @@ Answer pointer_attribute(const PtrInfo& i, CUpointer_attribute attribute, CUdevi
       return put<CUdeviceptr>(data, i.base);
     case CU_POINTER_ATTRIBUTE_MAPPING_SIZE:
       return put<std::size_t>(data, i.size);
+    case CU_POINTER_ATTRIBUTE_SYNC_MEMOPS: {
+      // Set only by cuPointerSetAttribute. Every synchronous copy of the sim
+      // already completes before it returns, so the flag changes nothing else.
+      std::lock_guard<std::mutex> lk(sync_memops_mu());
+      return put<int>(data, sync_memops().count(i.buffer_id) ? 1 : 0);
+    }
+    case CU_POINTER_ATTRIBUTE_ALLOWED_HANDLE_TYPES:
+      // "the allowed handle types for an allocation that may be passed to
+      // cuMemExportToShareableHandle": the sim exports none.
+      return put<unsigned int>(data, 0u);
+    case CU_POINTER_ATTRIBUTE_IS_GPU_DIRECT_RDMA_CAPABLE:
+      // The device reports CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_SUPPORTED = 0.
+      return put<int>(data, 0);
+    case CU_POINTER_ATTRIBUTE_ACCESS_FLAGS: {
+      // "the access flags the device associated with the current context has
+      // on the corresponding memory": for VMM what cuMemSetAccess granted it;
+      // all other memory the sim keeps is readable and writable everywhere.
+      auto flags = CU_POINTER_ATTRIBUTE_ACCESS_FLAG_READWRITE;
+      Context* c = nullptr;
+      if (i.vmm && current_ctx(&c) == CUDA_SUCCESS) {
+        CUmemLocation loc{};
+        loc.type = CU_MEM_LOCATION_TYPE_DEVICE;
+        loc.id = c->dev->ordinal;
+        unsigned long long granted = 0;
+        if (cuMemGetAccess(&granted, &loc, ptr) != CUDA_SUCCESS) granted = 0;
+        flags = static_cast<CUDA_POINTER_ATTRIBUTE_ACCESS_FLAGS>(granted);
+      }
+      return put<CUDA_POINTER_ATTRIBUTE_ACCESS_FLAGS>(data, flags);
+    }
+    case CU_POINTER_ATTRIBUTE_MEMORY_BLOCK_ID:
+      // "unique id corresponding to the physical allocation": one per
+      // allocation here, its buffer id.
+      return put<unsigned long long>(data, i.buffer_id);
+    case CU_POINTER_ATTRIBUTE_IS_HW_DECOMPRESS_CAPABLE:
+      return put<int>(data, 0);
     default:
       return Answer::Unknown;
   }
@@ -486,6 +564,29 @@ CUresult CUDAAPI cuPointerGetAttribute(void* data, CUpointer_attribute attribute
   const PtrInfo i = describe_pointer(ptr);
   return pointer_attribute(i, attribute, ptr, data) == Answer::Ok ? CUDA_SUCCESS
                                                                    : CUDA_ERROR_INVALID_VALUE;
+}
+
+// "Set attributes on a previously allocated memory region": only
+// CU_POINTER_ATTRIBUTE_SYNC_MEMOPS, whose value is an unsigned int (cuda.h).
+// Memory the driver does not know, or any other attribute, is
+// CUDA_ERROR_INVALID_VALUE.
+CUresult CUDAAPI cuPointerSetAttribute(const void* value, CUpointer_attribute attribute,
+                                       CUdeviceptr ptr) {
+  if (!value) return CUDA_ERROR_INVALID_VALUE;
+  Context* c = nullptr;
+  if (CUresult r = current_ctx(&c)) return r;
+  if (attribute != CU_POINTER_ATTRIBUTE_SYNC_MEMOPS) return CUDA_ERROR_INVALID_VALUE;
+  const PtrInfo i = lookup_range(ptr, 0);
+  if (!i.found) return CUDA_ERROR_INVALID_VALUE;
+  unsigned int v = 0;
+  std::memcpy(&v, value, sizeof v);
+  std::lock_guard<std::mutex> lk(sync_memops_mu());
+  if (v) {
+    sync_memops().insert(i.buffer_id);
+  } else {
+    sync_memops().erase(i.buffer_id);
+  }
+  return CUDA_SUCCESS;
 }
 
 // "Unlike cuPointerGetAttribute, this function will not return an error when

@@ -46,6 +46,7 @@ Context* new_context(Device* dev, bool primary, unsigned flags) {
   c->dev = dev;
   c->is_primary = primary;
   c->flags = flags;
+  reset_context_settings(c);
   return c;
 }
 
@@ -54,8 +55,15 @@ CUresult current_ctx(Context** out) {
   auto& st = ctx_stack();
   if (st.empty() || !st.back()) return CUDA_ERROR_INVALID_CONTEXT;
   Context* c = st.back();
-  // A destroyed context (or a released primary) left current on this thread.
-  if (!c->registered.load(std::memory_order_acquire)) return CUDA_ERROR_INVALID_CONTEXT;
+  if (!c->registered.load(std::memory_order_acquire)) {
+    // A context destroyed while current here stays current, and "attempting
+    // to access ctx from those threads will result in the error
+    // CUDA_ERROR_CONTEXT_IS_DESTROYED" (cuCtxDestroy, CUDA 13 cuda.h). A
+    // primary context released by its last retainer while current here is
+    // inactive: CUDA_ERROR_INVALID_CONTEXT (not documented; sim_driver_probe
+    // asks the driver).
+    return c->is_primary ? CUDA_ERROR_INVALID_CONTEXT : CUDA_ERROR_CONTEXT_IS_DESTROYED;
+  }
   *out = c;
   return CUDA_SUCCESS;
 }
@@ -73,6 +81,9 @@ void destroy_context_resources(Context* ctx) {
   // leaves those of cudaMallocAsync / cudaMallocFromPoolAsync (CUDA 13).
   free_context_allocations(ctx);
   free_context_host(ctx);
+  // A primary context comes back with default settings and a new id
+  // ("Destroy all allocations and reset all state", cuDevicePrimaryCtxReset).
+  reset_context_settings(ctx);
   ctx->generation.fetch_add(1);
 }
 
@@ -114,10 +125,20 @@ CUresult check_device(CUdevice dev, Device** out) {
   return CUDA_SUCCESS;
 }
 
+bool valid_ctx_flags(unsigned flags) {
+  // CU_CTX_FLAGS_MASK covers every flag of cuCtxCreate; "Only one of the
+  // scheduling flags can be set" (cuCtxCreate, cuDevicePrimaryCtxSetFlags).
+  const unsigned sched = flags & CU_CTX_SCHED_MASK;
+  return (flags & ~static_cast<unsigned>(CU_CTX_FLAGS_MASK)) == 0 && (sched & (sched - 1)) == 0;
+}
+
 CUresult create_ctx(CUcontext* pctx, unsigned flags, CUdevice dev) {
   if (!pctx) return CUDA_ERROR_INVALID_VALUE;
   Device* d = nullptr;
   if (CUresult r = check_device(dev, &d)) return r;
+  // "Context creation will fail with CUDA_ERROR_INVALID_VALUE if invalid
+  //  parameter was passed" (cuCtxCreate).
+  if (!valid_ctx_flags(flags)) return CUDA_ERROR_INVALID_VALUE;
   if (ctx_stack().full()) return CUDA_ERROR_OUT_OF_MEMORY;  // checked before anything is made
   Context* c = new_context(d, false, flags);
   {
@@ -261,7 +282,7 @@ CUresult CUDAAPI cuDevicePrimaryCtxGetState(CUdevice dev, unsigned int* flags, i
 static CUresult primary_set_flags(CUdevice dev, unsigned int flags) {
   Device* d = nullptr;
   if (CUresult r = check_device(dev, &d)) return r;
-  if (flags & ~0x1fu) return CUDA_ERROR_INVALID_VALUE;  // sched + map + lmem bits
+  if (!valid_ctx_flags(flags)) return CUDA_ERROR_INVALID_VALUE;
   std::lock_guard<std::mutex> lk(G().mu);
   d->primary_flags = flags;
   return CUDA_SUCCESS;
@@ -391,7 +412,23 @@ CUresult CUDAAPI cuCtxGetFlags(unsigned int* flags) {
   if (!flags) return CUDA_ERROR_INVALID_VALUE;
   Context* c = nullptr;
   if (CUresult r = current_ctx(&c)) return r;
+  std::lock_guard<std::mutex> lk(G().mu);
   *flags = c->is_primary ? c->dev->primary_flags : c->flags;
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuCtxSetFlags(unsigned int flags) {
+  // "Sets the flags for the current context overwriting previously set ones.
+  //  See cuDevicePrimaryCtxSetFlags for flag values." (CUDA 13 cuda.h)
+  Context* c = nullptr;
+  if (CUresult r = current_ctx(&c)) return r;
+  if (!valid_ctx_flags(flags)) return CUDA_ERROR_INVALID_VALUE;
+  std::lock_guard<std::mutex> lk(G().mu);
+  if (c->is_primary) {
+    c->dev->primary_flags = flags;
+  } else {
+    c->flags = flags;
+  }
   return CUDA_SUCCESS;
 }
 

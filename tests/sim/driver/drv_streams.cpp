@@ -230,6 +230,7 @@ void stop_context_streams(Context* ctx) {
 }
 
 void drop_context_events(Context* ctx) {
+  drop_context_modules(ctx);  // its modules' globals go with it (drv_module.cpp)
   std::lock_guard<std::mutex> lk(G().mu);
   for (auto it = G().events.begin(); it != G().events.end();) {
     if (it->second->ctx == ctx) {

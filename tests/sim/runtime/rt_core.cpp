@@ -248,6 +248,9 @@ cudaError_t CUDARTAPI cudaDeviceReset(void) {
   // "Destroy all allocations and reset all state on the current device in
   //  the current process." The primary context stays retained and is empty.
   RT_REQUIRE_CTX();
+  CUcontext cur = nullptr;
+  rt::drv().cuCtxGetCurrent(&cur);
+  rt::forget_modules(cur);  // the reset unloads them (rt_kernels.cpp)
   return rt::ret(rt::drv().cuDevicePrimaryCtxReset_v2(rt::current_device()));
 }
 

@@ -1,6 +1,11 @@
 // cudaGetErrorName / cudaGetErrorString. Names come from the toolkit's
 // driver_types.h (generated into sim_cuda_errors.inc at configure time).
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
 #include "rt_internal.h"
+#include "sim_surface.h"
 
 namespace {
 
@@ -56,4 +61,19 @@ const char* CUDARTAPI cudaGetErrorString(cudaError_t error) {
   if (const char* t = text_of(error)) return t;
   const char* n = name_of(error);
   return n ? n : "unrecognized error code";
+}
+
+// Every exported runtime function the sim does not model (the generated
+// sim_runtime_surface.cpp) ends here: cudaErrorNotSupported ("This error
+// indicates the attempted operation is not supported on the current system or
+// device"), recorded as the thread's last error like any other failure.
+// SIMCUDA_LOG_UNSUPPORTED=1 names it on stderr, as the driver does (the
+// runtime reads the variable itself: it does not parse the driver's options).
+int rt::unsupported_call(const char* name) {
+  static const bool log = [] {
+    const char* v = std::getenv("SIMCUDA_LOG_UNSUPPORTED");
+    return v && std::strcmp(v, "1") == 0;
+  }();
+  if (log) std::fprintf(stderr, "simcuda: %s is not simulated; it answers \"not supported\"\n", name);
+  return rt::ret(cudaErrorNotSupported);
 }

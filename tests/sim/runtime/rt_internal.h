@@ -12,6 +12,8 @@
 #define __CUDA_API_VERSION_INTERNAL 1
 #pragma GCC visibility push(default)
 #include <cuda.h>
+#include <cudaProfiler.h>
+#include <cuda_profiler_api.h>
 #include <cuda_runtime_api.h>
 #pragma GCC visibility pop
 
@@ -121,7 +123,43 @@ namespace rt {
   X(cuEventQuery, "cuEventQuery", false)                       \
   X(cuEventSynchronize, "cuEventSynchronize", false)           \
   X(cuEventDestroy_v2, "cuEventDestroy", false)                \
-  X(cuEventElapsedTime_v2, "cuEventElapsedTime", false)
+  X(cuEventElapsedTime_v2, "cuEventElapsedTime", false)         \
+  /* kernels (rt_kernels.cpp) */                               \
+  X(cuModuleLoadData, "cuModuleLoadData", false)               \
+  X(cuModuleGetFunction, "cuModuleGetFunction", false)         \
+  X(cuModuleGetGlobal_v2, "cuModuleGetGlobal", false)          \
+  X(cuLaunchKernel, "cuLaunchKernel", false)                   \
+  X(cuLaunchKernel_ptsz, "cuLaunchKernel", true)               \
+  X(cuLaunchKernelEx, "cuLaunchKernelEx", false)               \
+  X(cuLaunchKernelEx_ptsz, "cuLaunchKernelEx", true)           \
+  X(cuLaunchCooperativeKernel, "cuLaunchCooperativeKernel", false) \
+  X(cuLaunchCooperativeKernel_ptsz, "cuLaunchCooperativeKernel", true) \
+  X(cuFuncGetAttribute, "cuFuncGetAttribute", false)           \
+  X(cuFuncSetAttribute, "cuFuncSetAttribute", false)           \
+  X(cuFuncSetCacheConfig, "cuFuncSetCacheConfig", false)       \
+  X(cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags,      \
+    "cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags", false) \
+  X(cuOccupancyAvailableDynamicSMemPerBlock, "cuOccupancyAvailableDynamicSMemPerBlock", false) \
+  X(cuOccupancyMaxActiveClusters, "cuOccupancyMaxActiveClusters", false) \
+  /* host registration, peer access, profiler, managed hints, 2D (rt_misc.cpp) */ \
+  X(cuMemHostRegister_v2, "cuMemHostRegister", false)          \
+  X(cuMemHostUnregister, "cuMemHostUnregister", false)         \
+  X(cuCtxEnablePeerAccess, "cuCtxEnablePeerAccess", false)     \
+  X(cuCtxDisablePeerAccess, "cuCtxDisablePeerAccess", false)   \
+  X(cuDeviceGetP2PAttribute, "cuDeviceGetP2PAttribute", false) \
+  X(cuProfilerStart, "cuProfilerStart", false)                 \
+  X(cuProfilerStop, "cuProfilerStop", false)                   \
+  X(cuMemAdvise_v2, "cuMemAdvise", false)                      \
+  X(cuMemPrefetchAsync_v2, "cuMemPrefetchAsync", false)        \
+  X(cuMemPrefetchAsync_v2_ptsz, "cuMemPrefetchAsync", true)    \
+  X(cuMemRangeGetAttribute, "cuMemRangeGetAttribute", false)   \
+  X(cuMemRangeGetAttributes, "cuMemRangeGetAttributes", false) \
+  X(cuMemcpyPeer, "cuMemcpyPeer", false)                       \
+  X(cuMemcpyPeerAsync, "cuMemcpyPeerAsync", false)             \
+  X(cuMemcpy2D_v2, "cuMemcpy2D", false)                        \
+  X(cuMemcpy2D_v2_ptds, "cuMemcpy2D", true)                    \
+  X(cuMemcpy2DAsync_v2, "cuMemcpy2DAsync", false)              \
+  X(cuMemcpy2DAsync_v2_ptsz, "cuMemcpy2DAsync", true)
 
 struct DriverApi {
   decltype(&::cuGetProcAddress_v2) cuGetProcAddress_v2 = nullptr;
@@ -148,6 +186,10 @@ cudaError_t map(CUresult r);
 // Records e as the thread's last error (unless success/not-ready), returns e.
 cudaError_t ret(cudaError_t e);
 inline cudaError_t ret(CUresult r) { return ret(map(r)); }
+
+// Drops the modules the runtime loaded into ctx (cudaDeviceReset destroyed
+// them with the context's state); rt_kernels.cpp loads them again on use.
+void forget_modules(CUcontext ctx);
 
 }  // namespace rt
 

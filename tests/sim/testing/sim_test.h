@@ -6,11 +6,14 @@
 #include <cuda_runtime_api.h>
 
 #include <chrono>
+#include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <mutex>
 #include <string>
+#include <thread>
 
 #define SIM_FAIL(...)                                              \
   do {                                                             \
@@ -78,6 +81,54 @@ inline cudaDeviceProp require_runtime_on_sim() {
 inline double ms_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
 }
+
+// Holds a stream until release(): enqueue Gate::hold with cudaLaunchHostFunc
+// and everything behind it stays pending for as long as the test looks, so
+// order and overlap are checked with queries, events and counters instead of
+// wall-clock bounds a loaded machine can break (sim_streams, sim_ptds). The
+// sim runs each stream's host functions on that stream's own thread; real
+// CUDA forbids a host function that waits on other CUDA work, so this is a
+// test of the sim only. The timeout is no bound on the sim's speed: it only
+// turns a hang (a stream that waits for the held one when it should not) into
+// a failure, through held().
+struct Gate {
+  std::mutex mu;
+  std::condition_variable cv;
+  bool open = false;
+  bool timed_out = false;
+  double held_ms = 0;  // how long hold() waited
+
+  static void CUDART_CB hold(void* p) {
+    auto* g = static_cast<Gate*>(p);
+    auto t0 = std::chrono::steady_clock::now();
+    std::unique_lock<std::mutex> lk(g->mu);
+    if (!g->cv.wait_for(lk, std::chrono::seconds(10), [g] { return g->open; })) {
+      g->timed_out = true;
+    }
+    g->held_ms = ms_since(t0);
+  }
+  void release() {
+    {
+      std::lock_guard<std::mutex> lk(mu);
+      open = true;
+    }
+    cv.notify_all();
+  }
+  // False once hold() gave up: the stream was not held while the test looked.
+  bool held() {
+    std::lock_guard<std::mutex> lk(mu);
+    return !timed_out;
+  }
+  double held_for_ms() {
+    std::lock_guard<std::mutex> lk(mu);
+    return held_ms;
+  }
+};
+
+// Before a check that something has not run yet: gives work that a broken
+// sim would run too early the time to do so. A correct sim never runs it, so
+// this wait is no bound on anything.
+inline void settle() { std::this_thread::sleep_for(std::chrono::milliseconds(20)); }
 
 inline std::size_t gib(double n) { return static_cast<std::size_t>(n * (1ull << 30)); }
 inline std::size_t mib(double n) { return static_cast<std::size_t>(n * (1ull << 20)); }

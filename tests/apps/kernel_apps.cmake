@@ -1,0 +1,39 @@
+# Programs with kernels, compiled by nvcc as users compile theirs (issue 20,
+# item 6), run on the simulated device: kernels compute nothing there, every
+# allocation, copy and stream step is the program's own.
+#
+# kernel_train.cu is compiled once (nvcc -c: device code for sm_90, the
+# sim's architecture and the H100's, host code by the build's C++ compiler
+# with its warning flags) and the object is linked twice by the build's
+# linker, as nvcc would link it:
+#   kernel_train_shared  -cudart shared: the toolkit's libcudart.so.13, which
+#                        the test's LD_LIBRARY_PATH replaces with the sim's;
+#   kernel_train_static  -cudart none + the sim's runtime archive
+#                        (simcuda_runtime_static), standing in for
+#                        -cudart static (NVIDIA's archive cannot run on the
+#                        sim; see tests/sim/README.md).
+# tests/integration/kernel_apps_test.cpp traces both and checks them
+# against the manifests they write.
+set(_kernel_src ${CMAKE_CURRENT_SOURCE_DIR}/kernel_train.cu)
+set(_kernel_obj ${CMAKE_CURRENT_BINARY_DIR}/kernel_train.cu.o)
+set(_kernel_host_flags -fPIC -Wall -Wextra)
+if(CUMEMTRACE_WERROR)
+  list(APPEND _kernel_host_flags -Werror)
+endif()
+list(JOIN _kernel_host_flags "," _kernel_host_flags)
+add_custom_command(OUTPUT ${_kernel_obj}
+  COMMAND ${CUDAToolkit_NVCC_EXECUTABLE} -c -O2 -g -arch=sm_90 -ccbin ${CMAKE_CXX_COMPILER}
+    -Xcompiler=${_kernel_host_flags} -I${CMAKE_CURRENT_SOURCE_DIR} -o ${_kernel_obj} ${_kernel_src}
+  DEPENDS ${_kernel_src} ${CMAKE_CURRENT_SOURCE_DIR}/route_manifest.h
+  COMMENT "nvcc kernel_train.cu"
+  VERBATIM)
+set_source_files_properties(${_kernel_obj} PROPERTIES EXTERNAL_OBJECT ON GENERATED ON)
+
+function(kernel_app name)
+  add_executable(${name} ${_kernel_obj})
+  set_target_properties(${name} PROPERTIES LINKER_LANGUAGE CXX SKIP_BUILD_RPATH ON
+    RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/tests/apps)
+  target_link_libraries(${name} PRIVATE ${ARGN} ${CMAKE_DL_LIBS})
+endfunction()
+kernel_app(kernel_train_shared CUDA::cudart)
+kernel_app(kernel_train_static simcuda_runtime_static)
