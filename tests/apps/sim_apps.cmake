@@ -37,6 +37,22 @@ sim_app(sim_capacity ENV SIMCUDA_DEVICE_MEMORY=512MiB)
 sim_app(sim_page_probe ENV SIMCUDA_DEVICE_MEMORY=256MiB)
 sim_app(sim_driver_probe DRIVER)
 sim_app(sim_multi_device ENV SIMCUDA_DEVICE_COUNT=2 SIMCUDA_DEVICE_MEMORY=2GiB)
+# CUDA_VISIBLE_DEVICES: picks and orders devices, stops at the first invalid
+# entry, takes GPU UUIDs, and is read by cuInit (set after the driver loaded).
+function(sim_visible name expected)
+  add_test(NAME sim_visible_devices.${name} COMMAND sim_visible_devices ${expected})
+  set_tests_properties(sim_visible_devices.${name} PROPERTIES LABELS sim TIMEOUT 60
+    ENVIRONMENT "LD_LIBRARY_PATH=${SIMCUDA_LIBRARY_DIR};SIMCUDA_DEVICE_COUNT=3;SIMCUDA_DEVICE_MEMORY=1GiB;${ARGN}")
+endfunction()
+cumemtrace_add_cuda_app(sim_visible_devices sim_visible_devices.cpp DRIVER)
+target_include_directories(sim_visible_devices PRIVATE ${_sim_test_include})
+add_dependencies(sim_visible_devices simcuda_runtime simcuda_driver)
+sim_visible(unset 0,1,2)
+sim_visible(reordered_then_invalid 2,0 CUDA_VISIBLE_DEVICES=2,0,7,1)
+sim_visible(repeated 1 CUDA_VISIBLE_DEVICES=1,1,0)
+sim_visible(empty none CUDA_VISIBLE_DEVICES=)
+sim_visible(uuid_prefix 1 CUDA_VISIBLE_DEVICES=GPU-53696d43-5544-412d-6465-766963650001)
+sim_visible(set_before_cuinit 2 SET_CUDA_VISIBLE_DEVICES=2)
 # Host registration, peer access, profiler, managed hints, 2D copies, pointer
 # attributes (tests/sim/driver/drv_host_peer.cpp, tests/sim/runtime/rt_misc.cpp).
 sim_app(sim_host_peer DRIVER ENV SIMCUDA_DEVICE_COUNT=2 SIMCUDA_DEVICE_MEMORY=1GiB)

@@ -18,7 +18,7 @@ CUresult get_device(CUdevice dev, Device** out) {
   return CUDA_SUCCESS;
 }
 
-int attribute_value(CUdevice_attribute a, int ordinal, bool* known) {
+int attribute_value(CUdevice_attribute a, int physical, bool* known) {
   *known = true;
   switch (a) {
     case CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK: return 1024;
@@ -43,7 +43,7 @@ int attribute_value(CUdevice_attribute a, int ordinal, bool* known) {
     case CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE2D_HEIGHT: return 65536;
     case CU_DEVICE_ATTRIBUTE_SURFACE_ALIGNMENT: return 512;
     case CU_DEVICE_ATTRIBUTE_CONCURRENT_KERNELS: return 1;
-    case CU_DEVICE_ATTRIBUTE_PCI_BUS_ID: return 0x10 + ordinal;
+    case CU_DEVICE_ATTRIBUTE_PCI_BUS_ID: return 0x10 + physical;
     case CU_DEVICE_ATTRIBUTE_MEMORY_CLOCK_RATE: return 2619000;
     case CU_DEVICE_ATTRIBUTE_GLOBAL_MEMORY_BUS_WIDTH: return 5120;
     case CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE: return 52428800;
@@ -59,7 +59,7 @@ int attribute_value(CUdevice_attribute a, int ordinal, bool* known) {
     case CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_MULTIPROCESSOR: return 233472;
     case CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_MULTIPROCESSOR: return 65536;
     case CU_DEVICE_ATTRIBUTE_MANAGED_MEMORY: return 1;
-    case CU_DEVICE_ATTRIBUTE_MULTI_GPU_BOARD_GROUP_ID: return ordinal;
+    case CU_DEVICE_ATTRIBUTE_MULTI_GPU_BOARD_GROUP_ID: return physical;
     case CU_DEVICE_ATTRIBUTE_SINGLE_TO_DOUBLE_PRECISION_PERF_RATIO: return 2;
     case CU_DEVICE_ATTRIBUTE_CONCURRENT_MANAGED_ACCESS: return 1;
     case CU_DEVICE_ATTRIBUTE_COMPUTE_PREEMPTION_SUPPORTED: return 1;
@@ -130,7 +130,7 @@ CUresult CUDAAPI cuDeviceGetAttribute(int* pi, CUdevice_attribute attrib, CUdevi
   Device* d = nullptr;
   if (CUresult r = get_device(dev, &d)) return r;
   bool known = false;
-  int v = attribute_value(attrib, d->ordinal, &known);
+  int v = attribute_value(attrib, d->physical, &known);
   if (!known) return CUDA_ERROR_INVALID_VALUE;
   *pi = v;
   return CUDA_SUCCESS;
@@ -145,13 +145,17 @@ CUresult CUDAAPI cuDeviceComputeCapability(int* major, int* minor, CUdevice dev)
   return CUDA_SUCCESS;
 }
 
+void sim::device_uuid(int physical, char bytes[16]) {
+  static const char base[16] = {'S', 'i', 'm', 'C', 'U', 'D', 'A', '-', 'd', 'e', 'v', 'i', 'c', 'e', 0, 0};
+  std::memcpy(bytes, base, 16);
+  bytes[15] = static_cast<char>(physical);
+}
+
 CUresult CUDAAPI cuDeviceGetUuid_v2(CUuuid* uuid, CUdevice dev) {
   if (!uuid) return CUDA_ERROR_INVALID_VALUE;
   Device* d = nullptr;
   if (CUresult r = get_device(dev, &d)) return r;
-  static const char base[16] = {'S', 'i', 'm', 'C', 'U', 'D', 'A', '-', 'd', 'e', 'v', 'i', 'c', 'e', 0, 0};
-  std::memcpy(uuid->bytes, base, 16);
-  uuid->bytes[15] = static_cast<char>(d->ordinal);
+  device_uuid(d->physical, uuid->bytes);
   return CUDA_SUCCESS;
 }
 CUresult CUDAAPI cuDeviceGetUuid(CUuuid* uuid, CUdevice dev) { return cuDeviceGetUuid_v2(uuid, dev); }
@@ -160,7 +164,7 @@ CUresult CUDAAPI cuDeviceGetPCIBusId(char* pciBusId, int len, CUdevice dev) {
   if (!pciBusId || len <= 0) return CUDA_ERROR_INVALID_VALUE;
   Device* d = nullptr;
   if (CUresult r = get_device(dev, &d)) return r;
-  std::snprintf(pciBusId, static_cast<std::size_t>(len), "0000:%02x:00.0", 0x10 + d->ordinal);
+  std::snprintf(pciBusId, static_cast<std::size_t>(len), "0000:%02x:00.0", 0x10 + d->physical);
   return CUDA_SUCCESS;
 }
 

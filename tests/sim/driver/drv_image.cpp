@@ -216,6 +216,9 @@ bool elf_size(const unsigned char* p, std::size_t size, std::size_t* out) {
   const auto* eh = reinterpret_cast<const Elf64_Ehdr*>(p);
   if (std::memcmp(eh->e_ident, ELFMAG, SELFMAG) != 0 || eh->e_ident[EI_CLASS] != ELFCLASS64) return false;
   if (eh->e_shentsize != sizeof(Elf64_Shdr) || eh->e_shnum == 0) return false;
+  // The section headers are read in place: their table must be aligned, as
+  // every linker writes it (a misaligned one is a malformed image).
+  if (eh->e_shoff % alignof(Elf64_Shdr) != 0) return false;
   std::size_t end = eh->e_shoff + std::size_t{eh->e_shnum} * sizeof(Elf64_Shdr);
   if (size != 0 && end > size) return false;
   const auto* sh = reinterpret_cast<const Elf64_Shdr*>(p + eh->e_shoff);
@@ -290,12 +293,15 @@ CUresult parse_cubin(const unsigned char* p, std::size_t size, Image* out) {
   img.binary_version = arch;
   for (unsigned s = 0; s < eh->e_shnum; ++s) {
     if (sh[s].sh_type != SHT_SYMTAB || sh[s].sh_link >= eh->e_shnum) continue;
-    const auto* sym = reinterpret_cast<const Elf64_Sym*>(p + sh[s].sh_offset);
+    // Symbols are copied out: nothing in an image guarantees the table's
+    // alignment (UBSan: misaligned load in sim_kernels_driver's images).
+    const unsigned char* syms = p + sh[s].sh_offset;
     const char* str = reinterpret_cast<const char*>(p + sh[sh[s].sh_link].sh_offset);
     const std::size_t strsz = sh[sh[s].sh_link].sh_size;
     if (strsz == 0 || str[strsz - 1] != '\0') continue;
     for (std::size_t k = 0; k < sh[s].sh_size / sizeof(Elf64_Sym); ++k) {
-      const Elf64_Sym& y = sym[k];
+      Elf64_Sym y;
+      std::memcpy(&y, syms + k * sizeof(Elf64_Sym), sizeof y);
       if (y.st_shndx == SHN_UNDEF || y.st_shndx >= eh->e_shnum || y.st_name >= strsz) continue;
       const char* name = str + y.st_name;
       const int type = ELF64_ST_TYPE(y.st_info), bind = ELF64_ST_BIND(y.st_info);

@@ -158,6 +158,9 @@ struct SharedUnit {
 
 struct Device {
   int ordinal = 0;
+  // Its index among all simulated devices, before CUDA_VISIBLE_DEVICES
+  // picked and ordered them (names the device: UUID, PCI bus id).
+  int physical = 0;
   std::size_t capacity = 0;
   std::mutex mu;  // guards space, allocs, used
   DeviceSpace space;
@@ -277,6 +280,8 @@ CUresult check_init();
 // Current context of the calling thread, or an error.
 CUresult current_ctx(Context** out);
 Device* device_at(int ordinal);  // nullptr if out of range (after init)
+// The UUID of the simulated device with that physical index.
+void device_uuid(int physical, char bytes[16]);
 double now_ms();
 
 // Thread-local context stack (cuCtxPush/Pop, cuCtxSetCurrent replaces top).

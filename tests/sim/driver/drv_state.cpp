@@ -1,10 +1,15 @@
 // Driver initialisation, devices, contexts (primary and created), fork.
 #include <pthread.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <new>
+#include <string>
+#include <string_view>
+#include <vector>
 
 #include "drv_internal.h"
 
@@ -209,6 +214,75 @@ CUresult primary_reset(CUdevice dev) {
 
 using namespace sim;
 
+namespace {
+
+// "GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx", as nvidia-smi -L prints it.
+std::string uuid_text(int physical) {
+  char b[16];
+  device_uuid(physical, b);
+  std::string out = "GPU-";
+  for (int i = 0; i < 16; ++i) {
+    char hex[3];
+    std::snprintf(hex, sizeof hex, "%02x", static_cast<unsigned char>(b[i]));
+    out += hex;
+    if (i == 3 || i == 5 || i == 7 || i == 9) out += '-';
+  }
+  return out;
+}
+
+// One CUDA_VISIBLE_DEVICES entry: a device index, or a GPU UUID (or a prefix
+// naming one device); -1 when it names none.
+int visible_entry(std::string_view token, int count) {
+  while (!token.empty() && token.front() == ' ') token.remove_prefix(1);
+  while (!token.empty() && token.back() == ' ') token.remove_suffix(1);
+  if (token.empty()) return -1;
+  if (token.substr(0, 4) == "GPU-") {
+    int found = -1;
+    for (int i = 0; i < count; ++i) {
+      if (uuid_text(i).compare(0, token.size(), token) != 0) continue;
+      if (found >= 0) return -1;  // ambiguous prefix
+      found = i;
+    }
+    return found;
+  }
+  int value = 0;
+  for (char c : token) {
+    if (c < '0' || c > '9' || value > count) return -1;
+    value = value * 10 + (c - '0');
+  }
+  return value < count ? value : -1;
+}
+
+// The simulated devices CUDA_VISIBLE_DEVICES lets this process see, in its
+// order. Read by cuInit, not when the library loads: a program may set it
+// after loading the driver and before initialising it (Numba's
+// test_visible_devices_set_after_import, numba#6149). "Only the devices whose
+// index is present in the sequence are visible to CUDA applications and they
+// are enumerated in the order of the sequence. If one of the indices is
+// invalid, only the devices whose index precedes the invalid index are
+// visible" (CUDA C++ Programming Guide, CUDA Environment Variables). A
+// repeated device is taken as invalid (the guide does not say).
+std::vector<int> visible_devices(int count) {
+  std::vector<int> out;
+  const char* env = std::getenv("CUDA_VISIBLE_DEVICES");
+  if (!env) {
+    for (int i = 0; i < count; ++i) out.push_back(i);
+    return out;
+  }
+  std::string_view rest(env);
+  for (;;) {
+    const std::size_t comma = rest.find(',');
+    const int index = visible_entry(rest.substr(0, comma), count);
+    if (index < 0 || std::find(out.begin(), out.end(), index) != out.end()) break;
+    out.push_back(index);
+    if (comma == std::string_view::npos) break;
+    rest.remove_prefix(comma + 1);
+  }
+  return out;
+}
+
+}  // namespace
+
 CUresult CUDAAPI cuInit(unsigned int Flags) {
   if (Flags != 0) return CUDA_ERROR_INVALID_VALUE;
   if (g_forked_child.load()) return CUDA_ERROR_NOT_INITIALIZED;
@@ -216,10 +290,12 @@ CUresult CUDAAPI cuInit(unsigned int Flags) {
   auto& g = G();
   std::lock_guard<std::mutex> lk(g.mu);
   if (g.initialized) return CUDA_SUCCESS;
-  if (cfg.device_count == 0) return CUDA_ERROR_NO_DEVICE;
-  for (int i = 0; i < cfg.device_count; ++i) {
+  const std::vector<int> visible = visible_devices(cfg.device_count);
+  if (visible.empty()) return CUDA_ERROR_NO_DEVICE;
+  for (int i = 0; i < static_cast<int>(visible.size()); ++i) {
     auto* d = new Device;
     d->ordinal = i;
+    d->physical = visible[static_cast<std::size_t>(i)];
     d->capacity = cfg.device_memory;
     if (!init_address_space(d)) {
       // Not enough address space for every device (e.g. 16 x 64 TiB): fail
