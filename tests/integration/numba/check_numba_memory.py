@@ -171,14 +171,9 @@ def main(argv):
     args.devices = 1
     name = "numba.memory.%s" % args.mode
 
-    python, version, tried = run_suite.find_numba_python(args.python)
+    python, version, missing = run_suite.numba_python_or_exit(name, args.python)
     if python is None:
-        why = "no interpreter here can import numba.cuda (%s)" % "; ".join(tried)
-        if os.environ.get("CI") == "true":
-            print("FAIL %s: %s (CI=true: scripts/setup.sh installs python3-numba)" % (name, why))
-            return 1
-        print("SKIP %s: %s; install python3-numba (scripts/setup.sh)" % (name, why))
-        return run_suite.SKIP
+        return missing
 
     os.makedirs(args.workdir, mode=0o700, exist_ok=True)
     os.chmod(args.workdir, 0o700)

@@ -152,6 +152,21 @@ def check_traces(args, mode, trace_dir, suite_pid):
     return problems
 
 
+def numba_python_or_exit(name, candidates):
+    """(python, version, None), or (None, None, exit code) after saying why:
+    with no interpreter that imports numba a test skips, but fails under
+    CI=true, where scripts/setup.sh must have installed python3-numba."""
+    python, version, tried = find_numba_python(candidates)
+    if python is not None:
+        return python, version, None
+    why = "no interpreter here can import numba.cuda (%s)" % "; ".join(tried)
+    if os.environ.get("CI") == "true":
+        print("FAIL %s: %s (CI=true: scripts/setup.sh installs python3-numba)" % (name, why))
+        return None, None, 1
+    print("SKIP %s: %s; install python3-numba (scripts/setup.sh)" % (name, why))
+    return None, None, SKIP
+
+
 def main(argv):
     parser = argparse.ArgumentParser()
     parser.add_argument("--mode", required=True, choices=["bare", "caching", "passthrough"])
@@ -168,14 +183,9 @@ def main(argv):
         setattr(args, path, os.path.abspath(getattr(args, path)))
     name = "numba.cudadrv.%s" % args.mode
 
-    python, version, tried = find_numba_python(args.python)
+    python, version, missing = numba_python_or_exit(name, args.python)
     if python is None:
-        why = "no interpreter here can import numba.cuda (%s)" % "; ".join(tried)
-        if os.environ.get("CI") == "true":
-            print("FAIL %s: %s (CI=true: scripts/setup.sh installs python3-numba)" % (name, why))
-            return 1
-        print("SKIP %s: %s; install python3-numba (scripts/setup.sh)" % (name, why))
-        return SKIP
+        return missing
     print("%s: Numba %s with %s" % (name, version, python))
 
     try:
