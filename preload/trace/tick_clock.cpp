@@ -33,10 +33,22 @@ TickClock::Point TickClock::read_both() {
   Point p;
 #if defined(__x86_64__)
   // The TSC read between two clock reads, paired with their midpoint: the
-  // pair's error is half the time the three reads took.
-  const std::uint64_t before = monotonic_ns();
-  p.tsc = __rdtsc();
-  p.ns = before + (monotonic_ns() - before) / 2;
+  // pair's error is half the time the three reads took. A thread preempted
+  // between them (a loaded machine, a sanitizer's runtime) would pair the
+  // TSC with a time up to half a time slice off, and every line of the
+  // drain would carry that error; of a few tries, the tightest pair is
+  // kept, as NTP keeps the sample with the least round-trip delay.
+  std::uint64_t best_width = ~0ull;
+  for (int attempt = 0; attempt < kReadBothAttempts; ++attempt) {
+    const std::uint64_t before = monotonic_ns();
+    const std::uint64_t tsc = __rdtsc();
+    const std::uint64_t after = monotonic_ns();
+    if (after - before < best_width) {
+      best_width = after - before;
+      p = {tsc, before + best_width / 2};
+    }
+    if (best_width <= kTightPairNs) break;
+  }
 #else
   p.ns = monotonic_ns();
 #endif

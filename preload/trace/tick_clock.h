@@ -86,6 +86,10 @@ class TickClock {
 
   // The rate is measured over at least this span once the trace is older.
   static constexpr std::uint64_t kRateSpanNs = 1'000'000'000;
+  // read_both(): tries at most, and a pair tight enough to stop at (two
+  // vDSO reads take ~50 ns undisturbed).
+  static constexpr int kReadBothAttempts = 5;
+  static constexpr std::uint64_t kTightPairNs = 200;
 
   const std::uint64_t start_ns_;
   const bool use_tsc_;
