@@ -9,12 +9,13 @@
 // kernel would have switched away from it), the recording thread reads only
 // the TSC (~10 ns), and the writer thread, which formats the line, turns the
 // count into CLOCK_MONOTONIC nanoseconds: at every drain it reads both
-// clocks once (calibrate) and maps ticks through that latest pair at the
-// rate measured over at least the last second (or since the start, early
-// on). The lines of a drain were recorded just before it, so a drain's
-// timestamps are off by the clocks' own read jitter (tens of ns) plus the
-// rate's error over that short span, and the writer keeps `t` from ever
-// decreasing. Elsewhere the recording thread reads CLOCK_MONOTONIC, as before.
+// clocks (calibrate: the tightest of a few tries) and maps ticks through
+// that latest pair at the rate measured over at least the last second (or
+// since the start, early on). The lines of a drain were recorded just
+// before it, so a drain's timestamps are off by the clocks' own read jitter
+// (tens of ns) plus the rate's error over that short span, and the writer
+// keeps `t` from ever decreasing. Elsewhere the recording thread reads
+// CLOCK_MONOTONIC, as before.
 // Only alloc and free lines (TraceWriter::emit_compact) are stamped this
 // way; the rarer lines keep CLOCK_MONOTONIC itself, which what the library
 // times by that clock relies on (the pool's sample interval).
