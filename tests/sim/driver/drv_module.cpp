@@ -167,6 +167,35 @@ Module* find_module(CUmodule h) {
   return R().modules.count(m) ? m : nullptr;
 }
 
+// The shape of the entry points on a module, library or kernel handle: the
+// driver initialised, the registry locked, a live handle (find gives null
+// for any other: CUDA_ERROR_INVALID_HANDLE), then fn on what it names.
+template <typename Find, typename Handle, typename F>
+CUresult with_live(Find find, Handle h, F fn) {
+  if (CUresult r = check_init()) return r;
+  std::lock_guard<std::mutex> lk(R().mu);
+  auto* object = find(h);
+  if (!object) return CUDA_ERROR_INVALID_HANDLE;
+  return fn(*object);
+}
+
+// cuModuleEnumerateFunctions and cuLibraryEnumerateKernels: "a maximum of
+// numFunctions" handles, in the image's order.
+template <typename Handle, typename Owned>
+CUresult enumerate_into(Handle* out, unsigned n, const std::vector<std::unique_ptr<Owned>>& items) {
+  for (unsigned i = 0; i < n && i < items.size(); ++i) out[i] = reinterpret_cast<Handle>(items[i].get());
+  return CUDA_SUCCESS;
+}
+
+// cuModuleGetGlobal and cuLibraryGetGlobal: either output may be null.
+CUresult global_of(const Module& m, const char* name, CUdeviceptr* dptr, size_t* bytes) {
+  auto it = m.globals.find(name);
+  if (it == m.globals.end()) return CUDA_ERROR_NOT_FOUND;
+  if (dptr) *dptr = it->second.ptr;
+  if (bytes) *bytes = it->second.size;
+  return CUDA_SUCCESS;
+}
+
 // A library's module in the current context, loaded on first use (CUDA 12
 // context-independent loading: "the library's module is loaded into a
 // context when needed"). R().mu held.
@@ -376,14 +405,12 @@ CUresult CUDAAPI cuModuleUnload(CUmodule hmod) {
 
 CUresult CUDAAPI cuModuleGetFunction(CUfunction* hfunc, CUmodule hmod, const char* name) {
   if (!hfunc || !name) return CUDA_ERROR_INVALID_VALUE;
-  if (CUresult r = check_init()) return r;
-  std::lock_guard<std::mutex> lk(R().mu);
-  Module* m = find_module(hmod);
-  if (!m) return CUDA_ERROR_INVALID_HANDLE;
-  Function* f = find_in(m, name);
-  if (!f) return CUDA_ERROR_NOT_FOUND;  // "If no function of that name exists"
-  *hfunc = reinterpret_cast<CUfunction>(f);
-  return CUDA_SUCCESS;
+  return with_live(find_module, hmod, [&](Module& m) {
+    Function* f = find_in(&m, name);
+    if (!f) return CUDA_ERROR_NOT_FOUND;  // "If no function of that name exists"
+    *hfunc = reinterpret_cast<CUfunction>(f);
+    return CUDA_SUCCESS;
+  });
 }
 
 // "Returns in *dptr and *bytes the base pointer and size of the global of
@@ -392,38 +419,20 @@ CUresult CUDAAPI cuModuleGetFunction(CUfunction* hfunc, CUmodule hmod, const cha
 // both) can be NULL in which case it is ignored."
 CUresult CUDAAPI cuModuleGetGlobal_v2(CUdeviceptr* dptr, size_t* bytes, CUmodule hmod, const char* name) {
   if ((!dptr && !bytes) || !name) return CUDA_ERROR_INVALID_VALUE;
-  if (CUresult r = check_init()) return r;
-  std::lock_guard<std::mutex> lk(R().mu);
-  Module* m = find_module(hmod);
-  if (!m) return CUDA_ERROR_INVALID_HANDLE;
-  auto it = m->globals.find(name);
-  if (it == m->globals.end()) return CUDA_ERROR_NOT_FOUND;
-  if (dptr) *dptr = it->second.ptr;
-  if (bytes) *bytes = it->second.size;
-  return CUDA_SUCCESS;
+  return with_live(find_module, hmod, [&](Module& m) { return global_of(m, name, dptr, bytes); });
 }
 
 CUresult CUDAAPI cuModuleGetFunctionCount(unsigned int* count, CUmodule mod) {
   if (!count) return CUDA_ERROR_INVALID_VALUE;
-  if (CUresult r = check_init()) return r;
-  std::lock_guard<std::mutex> lk(R().mu);
-  Module* m = find_module(mod);
-  if (!m) return CUDA_ERROR_INVALID_HANDLE;
-  *count = static_cast<unsigned>(m->funcs.size());
-  return CUDA_SUCCESS;
+  return with_live(find_module, mod, [&](Module& m) {
+    *count = static_cast<unsigned>(m.funcs.size());
+    return CUDA_SUCCESS;
+  });
 }
 
-// "Returns in functions a maximum number of numFunctions function handles".
 CUresult CUDAAPI cuModuleEnumerateFunctions(CUfunction* functions, unsigned int numFunctions, CUmodule mod) {
   if (!functions && numFunctions) return CUDA_ERROR_INVALID_VALUE;
-  if (CUresult r = check_init()) return r;
-  std::lock_guard<std::mutex> lk(R().mu);
-  Module* m = find_module(mod);
-  if (!m) return CUDA_ERROR_INVALID_HANDLE;
-  for (unsigned i = 0; i < numFunctions && i < m->funcs.size(); ++i) {
-    functions[i] = reinterpret_cast<CUfunction>(m->funcs[i].get());
-  }
-  return CUDA_SUCCESS;
+  return with_live(find_module, mod, [&](Module& m) { return enumerate_into(functions, numFunctions, m.funcs); });
 }
 
 // Lazy loading is the default since CUDA 12.2; CUDA_MODULE_LOADING=EAGER
@@ -516,68 +525,49 @@ CUresult CUDAAPI cuLibraryUnload(CUlibrary library) {
 
 CUresult CUDAAPI cuLibraryGetKernel(CUkernel* pKernel, CUlibrary library, const char* name) {
   if (!pKernel || !name) return CUDA_ERROR_INVALID_VALUE;
-  if (CUresult r = check_init()) return r;
-  std::lock_guard<std::mutex> lk(R().mu);
-  Library* l = find_library(library);
-  if (!l) return CUDA_ERROR_INVALID_HANDLE;
-  for (auto& k : l->kernels) {
-    if (k->name == name) {
-      *pKernel = reinterpret_cast<CUkernel>(k.get());
-      return CUDA_SUCCESS;
+  return with_live(find_library, library, [&](Library& l) {
+    for (auto& k : l.kernels) {
+      if (k->name == name) {
+        *pKernel = reinterpret_cast<CUkernel>(k.get());
+        return CUDA_SUCCESS;
+      }
     }
-  }
-  return CUDA_ERROR_NOT_FOUND;
+    return CUDA_ERROR_NOT_FOUND;
+  });
 }
 
 CUresult CUDAAPI cuLibraryGetKernelCount(unsigned int* count, CUlibrary lib) {
   if (!count) return CUDA_ERROR_INVALID_VALUE;
-  if (CUresult r = check_init()) return r;
-  std::lock_guard<std::mutex> lk(R().mu);
-  Library* l = find_library(lib);
-  if (!l) return CUDA_ERROR_INVALID_HANDLE;
-  *count = static_cast<unsigned>(l->kernels.size());
-  return CUDA_SUCCESS;
+  return with_live(find_library, lib, [&](Library& l) {
+    *count = static_cast<unsigned>(l.kernels.size());
+    return CUDA_SUCCESS;
+  });
 }
 
 CUresult CUDAAPI cuLibraryEnumerateKernels(CUkernel* kernels, unsigned int numKernels, CUlibrary lib) {
   if (!kernels && numKernels) return CUDA_ERROR_INVALID_VALUE;
-  if (CUresult r = check_init()) return r;
-  std::lock_guard<std::mutex> lk(R().mu);
-  Library* l = find_library(lib);
-  if (!l) return CUDA_ERROR_INVALID_HANDLE;
-  for (unsigned i = 0; i < numKernels && i < l->kernels.size(); ++i) {
-    kernels[i] = reinterpret_cast<CUkernel>(l->kernels[i].get());
-  }
-  return CUDA_SUCCESS;
+  return with_live(find_library, lib, [&](Library& l) { return enumerate_into(kernels, numKernels, l.kernels); });
 }
 
 // "Returns in pMod the module handle associated with the current context
 // located in library library."
 CUresult CUDAAPI cuLibraryGetModule(CUmodule* pMod, CUlibrary library) {
   if (!pMod) return CUDA_ERROR_INVALID_VALUE;
-  if (CUresult r = check_init()) return r;
-  std::lock_guard<std::mutex> lk(R().mu);
-  Library* l = find_library(library);
-  if (!l) return CUDA_ERROR_INVALID_HANDLE;
-  Module* m = nullptr;
-  if (CUresult r = library_module_locked(l, &m)) return r;
-  *pMod = reinterpret_cast<CUmodule>(m);
-  return CUDA_SUCCESS;
+  return with_live(find_library, library, [&](Library& l) {
+    Module* m = nullptr;
+    if (CUresult r = library_module_locked(&l, &m)) return r;
+    *pMod = reinterpret_cast<CUmodule>(m);
+    return CUDA_SUCCESS;
+  });
 }
 
 CUresult CUDAAPI cuLibraryGetGlobal(CUdeviceptr* dptr, size_t* bytes, CUlibrary library, const char* name) {
   if ((!dptr && !bytes) || !name) return CUDA_ERROR_INVALID_VALUE;
-  if (CUresult r = check_init()) return r;
-  std::lock_guard<std::mutex> lk(R().mu);
-  Library* l = find_library(library);
-  if (!l) return CUDA_ERROR_INVALID_HANDLE;
-  Module* m = nullptr;
-  if (CUresult r = library_module_locked(l, &m)) return r;
-  auto it = m->globals.find(name);
-  if (it == m->globals.end()) return CUDA_ERROR_NOT_FOUND;
-  if (dptr) *dptr = it->second.ptr;
-  if (bytes) *bytes = it->second.size;
-  return CUDA_SUCCESS;
+  return with_live(find_library, library, [&](Library& l) {
+    Module* m = nullptr;
+    if (CUresult r = library_module_locked(&l, &m)) return r;
+    return global_of(*m, name, dptr, bytes);
+  });
 }
 
 // "Returns in pFunc the handle of the function for the requested kernel
@@ -595,22 +585,18 @@ CUresult CUDAAPI cuKernelGetFunction(CUfunction* pFunc, CUkernel kernel) {
 
 CUresult CUDAAPI cuKernelGetLibrary(CUlibrary* pLib, CUkernel kernel) {
   if (!pLib) return CUDA_ERROR_INVALID_VALUE;
-  if (CUresult r = check_init()) return r;
-  std::lock_guard<std::mutex> lk(R().mu);
-  Kernel* k = find_kernel(kernel);
-  if (!k) return CUDA_ERROR_INVALID_HANDLE;
-  *pLib = reinterpret_cast<CUlibrary>(k->lib);
-  return CUDA_SUCCESS;
+  return with_live(find_kernel, kernel, [&](Kernel& k) {
+    *pLib = reinterpret_cast<CUlibrary>(k.lib);
+    return CUDA_SUCCESS;
+  });
 }
 
 CUresult CUDAAPI cuKernelGetName(const char** name, CUkernel hfunc) {
   if (!name) return CUDA_ERROR_INVALID_VALUE;
-  if (CUresult r = check_init()) return r;
-  std::lock_guard<std::mutex> lk(R().mu);
-  Kernel* k = find_kernel(hfunc);
-  if (!k) return CUDA_ERROR_INVALID_HANDLE;
-  *name = k->name.c_str();
-  return CUDA_SUCCESS;
+  return with_live(find_kernel, hfunc, [&](Kernel& k) {
+    *name = k.name.c_str();
+    return CUDA_SUCCESS;
+  });
 }
 
 // The attribute of the kernel's function in dev's primary context, loaded
