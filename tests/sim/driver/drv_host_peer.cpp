@@ -22,23 +22,17 @@
 namespace sim {
 namespace {
 
-struct Registration {
-  std::size_t size;
-  unsigned flags;
-  Context* ctx;
-  std::uint64_t buffer_id;
-};
 std::mutex& reg_mu() {
   static auto* m = new std::mutex;
   return *m;
 }
-std::map<std::uintptr_t, Registration>& regs() {
-  static auto* m = new std::map<std::uintptr_t, Registration>;
+std::map<std::uintptr_t, PinnedHost>& regs() {
+  static auto* m = new std::map<std::uintptr_t, PinnedHost>;
   return *m;
 }
 
 // The registration overlapping [p, p+n), or end(). Caller holds reg_mu().
-std::map<std::uintptr_t, Registration>::iterator overlapping(std::uintptr_t p, std::size_t n) {
+std::map<std::uintptr_t, PinnedHost>::iterator overlapping(std::uintptr_t p, std::size_t n) {
   auto& m = regs();
   auto it = m.lower_bound(p + n);
   if (it == m.begin()) return m.end();
@@ -89,8 +83,7 @@ CUresult host_register(void* ptr, std::size_t bytesize, unsigned flags) {
   if (!host_range_mapped(p, bytesize)) return CUDA_ERROR_INVALID_VALUE;
   std::lock_guard<std::mutex> lk(reg_mu());
   if (overlapping(p, bytesize) != regs().end()) return CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED;
-  regs()[p] = Registration{bytesize, flags, c,
-                           G().next_buffer_id.fetch_add(1, std::memory_order_relaxed)};
+  regs()[p] = PinnedHost{bytesize, flags, c, G().next_buffer_id.fetch_add(1, std::memory_order_relaxed)};
   return CUDA_SUCCESS;
 }
 
@@ -239,13 +232,7 @@ bool registered_lookup(std::uintptr_t p, std::size_t len, PtrInfo* info) {
   std::lock_guard<std::mutex> lk(reg_mu());
   auto it = overlapping(p, 1);
   if (it == regs().end() || p + len > it->first + it->second.size) return false;
-  info->found = true;
-  info->host = true;
-  info->base = info->range_base = it->first;
-  info->size = info->range_size = it->second.size;
-  info->ctx = it->second.ctx;
-  info->buffer_id = it->second.buffer_id;
-  info->mapped = true;
+  *info = pinned_host_info(it->first, it->second);
   return true;
 }
 

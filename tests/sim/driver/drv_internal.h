@@ -379,6 +379,18 @@ CUresult free_device(std::uintptr_t p, bool async_pending_ok);
 void free_context_allocations(Context* ctx);
 void free_context_host(Context* ctx);
 
+// Page-locked host memory the driver knows of: a cuMemHostAlloc allocation
+// (drv_memory.cpp) or a cuMemHostRegister registration (drv_host_peer.cpp),
+// each kept in its own table by base address.
+struct PinnedHost {
+  std::size_t size;
+  unsigned flags;
+  Context* ctx;
+  std::uint64_t buffer_id;
+};
+// What lookup_range says of an address inside the pinned memory at base.
+PtrInfo pinned_host_info(std::uintptr_t base, const PinnedHost& pinned);
+
 // ---- host registration (drv_host_peer.cpp) --------------------------------------
 // Fills info (host = true) when [p, p+len) lies in memory registered with
 // cuMemHostRegister; false otherwise.

@@ -21,18 +21,12 @@ CUresult legacy_abi() {
   return CUDA_ERROR_INVALID_CONTEXT;
 }
 
-struct HostAlloc {
-  std::size_t size;
-  unsigned flags;
-  Context* ctx;
-  std::uint64_t buffer_id;
-};
 std::mutex& host_mu() {
   static auto* m = new std::mutex;
   return *m;
 }
-std::map<std::uintptr_t, HostAlloc>& host_allocs() {
-  static auto* m = new std::map<std::uintptr_t, HostAlloc>;
+std::map<std::uintptr_t, PinnedHost>& host_allocs() {
+  static auto* m = new std::map<std::uintptr_t, PinnedHost>;
   return *m;
 }
 
@@ -150,6 +144,18 @@ void free_context_allocations(Context* ctx) {
   }
 }
 
+PtrInfo pinned_host_info(std::uintptr_t base, const PinnedHost& pinned) {
+  PtrInfo info;
+  info.found = true;
+  info.host = true;
+  info.base = info.range_base = base;
+  info.size = info.range_size = pinned.size;
+  info.ctx = pinned.ctx;
+  info.buffer_id = pinned.buffer_id;
+  info.mapped = true;
+  return info;
+}
+
 void free_context_host(Context* ctx) {
   drop_context_registrations(ctx);
   std::lock_guard<std::mutex> lk(host_mu());
@@ -194,14 +200,7 @@ PtrInfo lookup_range(std::uintptr_t p, std::size_t len) {
     if (it != m.begin()) {
       --it;
       if (p < it->first + it->second.size && p + len <= it->first + it->second.size) {
-        info.found = true;
-        info.base = info.range_base = it->first;
-        info.size = info.range_size = it->second.size;
-        info.ctx = it->second.ctx;
-        info.host = true;
-        info.buffer_id = it->second.buffer_id;
-        info.mapped = true;
-        return info;
+        return pinned_host_info(it->first, it->second);
       }
     }
   }
@@ -305,7 +304,7 @@ CUresult host_alloc(void** pp, std::size_t size, unsigned flags) {
   if (p == MAP_FAILED) return CUDA_ERROR_OUT_OF_MEMORY;
   std::lock_guard<std::mutex> lk(host_mu());
   host_allocs()[reinterpret_cast<std::uintptr_t>(p)] =
-      HostAlloc{size, flags, c, G().next_buffer_id.fetch_add(1, std::memory_order_relaxed)};
+      PinnedHost{size, flags, c, G().next_buffer_id.fetch_add(1, std::memory_order_relaxed)};
   *pp = p;
   return CUDA_SUCCESS;
 }
