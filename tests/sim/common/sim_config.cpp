@@ -1,5 +1,7 @@
 #include "sim_config.h"
 
+#include <sys/prctl.h>
+
 #include <cerrno>
 #include <chrono>
 #include <cmath>
@@ -10,15 +12,18 @@
 #include <thread>
 
 namespace simcfg {
+
+void warn(const char* var, const char* value, const char* why, const char* fallback) {
+  std::fprintf(stderr, "simcuda: warning: ignoring %s='%s' (%s); using the default %s\n", var,
+               value, why, fallback);
+}
+
 namespace {
 
 constexpr std::size_t kGiB = std::size_t{1} << 30;
 
 void warn(const char* var, const char* value, const char* fallback) {
-  std::fprintf(stderr,
-               "simcuda: warning: ignoring %s='%s' (not a valid value); using "
-               "the default %s\n",
-               var, value, fallback);
+  simcfg::warn(var, value, "not a valid value", fallback);
 }
 
 Config load() {
@@ -131,6 +136,43 @@ const Config& get() {
   static const Config cfg = load();
   return cfg;
 }
+
+// A sleep ends up to the thread's timer slack late (50 us unless changed:
+// "The timer slack values of init (PID 1), the ancestor of all processes,
+// are 50,000 nanoseconds", prctl(2) PR_SET_TIMERSLACK), plus the time the scheduler takes to run the woken thread:
+// a 1.5 us cuMemMap cost charged with sleep_for would take some 55 us. So a
+// short wait spins on the steady clock, and a long one sleeps until it is
+// that margin short of its end, then spins. Spinning costs a core while it
+// lasts, which is why it is kept to the last stretch; the program's own
+// thread's timer slack is left as the program set it.
+constexpr std::uint64_t kSpinBelowNs = 200'000;
+constexpr std::uint64_t kWakeupMarginNs = 100'000;
+
+inline void cpu_relax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#endif
+}
+
+void wait_ns(std::uint64_t ns) {
+  if (ns == 0) return;
+  using clock = std::chrono::steady_clock;
+  const clock::time_point end = clock::now() + std::chrono::nanoseconds(ns);
+  if (ns >= kSpinBelowNs) {
+    const int slack = prctl(PR_GET_TIMERSLACK, 0, 0, 0, 0);
+    const std::uint64_t margin = kWakeupMarginNs + (slack > 0 ? static_cast<std::uint64_t>(slack) : 0);
+    if (ns > margin) std::this_thread::sleep_until(end - std::chrono::nanoseconds(margin));
+  }
+  while (clock::now() < end) cpu_relax();
+}
+
+// Stream workers are the sim's own threads, one per stream: spinning there
+// would keep a core busy for every stream with a "slow kernel" queued (a
+// 2-core CI machine has few to spare), so they sleep instead, with a timer
+// slack of 1 ns (the least prctl(2) allows: "the minimum 'current' value
+// is 1 nanosecond") so that a sleep ends within the scheduler's wake-up time
+// rather than up to 50 us late.
+void lower_timer_slack() { prctl(PR_SET_TIMERSLACK, 1UL, 0, 0, 0); }
 
 void sleep_us(std::uint64_t us) {
   if (us) std::this_thread::sleep_for(std::chrono::microseconds(us));

@@ -1,6 +1,5 @@
-// SIMCUDA_* environment settings, parsed once per library.
-// Both libcuda.so.1 and libcudart.so.13 compile this file (with hidden
-// visibility), so each keeps its own copy; only the driver uses most values.
+// SIMCUDA_* environment settings, parsed once, and the sim's host waits.
+// The driver (libcuda.so.1) compiles this file, with hidden visibility.
 #pragma once
 
 #include <cstddef>
@@ -30,7 +29,18 @@ bool parse_uint(const char* text, std::uint64_t* out);
 // on the sim but not on a GPU).
 void note_unsupported(const char* name);
 
-// Sleeps for `us` microseconds (no-op for 0). Callers never hold a lock.
+// The one-line warning of a malformed SIMCUDA_* value:
+// "simcuda: warning: ignoring VAR='value' (why); using the default FALLBACK".
+void warn(const char* var, const char* value, const char* why, const char* fallback);
+
+// Waits `ns` nanoseconds on the calling thread, a program's own thread, and
+// ends close to on time (no-op for 0). Callers never hold a lock.
+void wait_ns(std::uint64_t ns);
+inline void wait_us(std::uint64_t us) { wait_ns(us * 1000); }
+
+// For the sim's own threads (stream workers): makes their sleeps end close
+// to on time by lowering the thread's timer slack, then sleeps.
+void lower_timer_slack();
 void sleep_us(std::uint64_t us);
 
 }  // namespace simcfg

@@ -227,7 +227,7 @@ CUresult alloc_api(CUdeviceptr* dptr, std::size_t size, AllocKind kind) {
   if (CUresult r = current_ctx(&c)) return r;
   // "If bytesize is 0, cuMemAlloc() returns CUDA_ERROR_INVALID_VALUE."
   if (size == 0) return CUDA_ERROR_INVALID_VALUE;
-  simcfg::sleep_us(simcfg::get().malloc_latency_us);  // no lock held
+  simcfg::wait_us(simcfg::get().malloc_latency_us);  // no lock held
   std::uintptr_t p = 0;
   if (CUresult r = alloc_device(c, size, kind, nullptr, &p)) return r;
   *dptr = p;
@@ -259,7 +259,7 @@ CUresult free_api(std::uintptr_t p) {
       info.kind == AllocKind::Module) {
     return CUDA_ERROR_INVALID_VALUE;
   }
-  simcfg::sleep_us(simcfg::get().free_latency_us);
+  simcfg::wait_us(simcfg::get().free_latency_us);
   // cuMemFree/cudaFree synchronise: outstanding work that may still use the
   // buffer completes before the memory can be handed out again.
   sync_context(info.ctx);

@@ -26,6 +26,7 @@ namespace {
 
 void worker_main(std::shared_ptr<Stream> s) {
   const std::uint64_t latency = simcfg::get().async_latency_us;
+  simcfg::lower_timer_slack();  // the "slow kernel" sleeps end on time
   for (;;) {
     Op op;
     {

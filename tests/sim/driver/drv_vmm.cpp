@@ -249,7 +249,7 @@ CUresult CUDAAPI cuMemCreate(CUmemGenericAllocationHandle* handle, size_t size,
   Device* d = device_at(prop->location.id);
   Context* owner = nullptr;
   if (current_ctx(&owner) != CUDA_SUCCESS || owner->dev != d) owner = d->primary;
-  simcfg::sleep_us(simcfg::get().malloc_latency_us);
+  simcfg::wait_us(simcfg::get().malloc_latency_us);
   {
     std::lock_guard<std::mutex> lk(d->mu);
     if (size > d->capacity - d->used) return CUDA_ERROR_OUT_OF_MEMORY;
@@ -274,7 +274,7 @@ CUresult CUDAAPI cuMemCreate(CUmemGenericAllocationHandle* handle, size_t size,
 
 CUresult CUDAAPI cuMemRelease(CUmemGenericAllocationHandle handle) {
   if (CUresult r = check_init()) return r;
-  simcfg::sleep_us(simcfg::get().free_latency_us);
+  simcfg::wait_us(simcfg::get().free_latency_us);
   std::lock_guard<std::mutex> lk(V().mu);
   auto it = V().phys.find(handle);
   if (it == V().phys.end() || it->second.refs <= 0) return CUDA_ERROR_INVALID_VALUE;
