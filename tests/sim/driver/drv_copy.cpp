@@ -5,7 +5,16 @@
 // Pageable host memory follows the CUDA Runtime API's "API synchronization
 // behavior": an async copy from pageable memory is staged before the call
 // returns, and an async copy to pageable memory completes before it returns.
-// Every access to device memory holds remap_lock() shared (see drv_ipc.cpp).
+//
+// Device faults. An operation is checked when it is queued, and again when
+// it runs (on_device below): memory given back in between (unmapped with
+// cuMemUnmap, its access revoked with cuMemSetAccess, freed, its pinned host
+// memory freed) is not touched, as the host would crash on a range that is
+// no longer mapped; the device raises a fault instead, CUDA_ERROR_ILLEGAL_ADDRESS
+// ("While executing a kernel, the device encountered a load or store
+// instruction on an invalid memory address", cuda.h), which the context keeps
+// (current_ctx, drv_state.cpp). The check and the touch hold remap_lock()
+// shared, so no unmap, access change or IPC remap comes between them.
 #include <climits>
 #include <cstring>
 
@@ -35,6 +44,42 @@ CUresult check_device_side(std::uintptr_t p, std::size_t n) {
   return i.found ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
 }
 
+// The device-side ranges an operation touches, checked again when it runs.
+struct Touches {
+  struct Range {
+    std::uintptr_t p;
+    std::size_t n;
+    bool write;
+  };
+  Range ranges[2] = {};
+  int count = 0;
+  void add(std::uintptr_t p, std::size_t n, bool write) { ranges[count++] = {p, n, write}; }
+  // Whether the device may still touch them all: live allocations, pinned
+  // or registered host memory, VMM mappings with access (written ones with
+  // write access). Caller holds remap_lock() shared.
+  bool accessible() const {
+    for (int k = 0; k < count; ++k) {
+      const PtrInfo i = lookup_range(ranges[k].p, ranges[k].n);
+      if (!i.found || (ranges[k].write && i.read_only)) return false;
+    }
+    return true;
+  }
+};
+
+// The work of an operation of ctx's stream: `touch` runs only if the memory
+// is still accessible when the operation runs; otherwise it is a device
+// fault of ctx (see the top of the file). One lookup per range per operation.
+template <typename F>
+std::function<void()> on_device(Context* ctx, const Touches& touches, F touch) {
+  return [ctx, touches, touch] {
+    std::shared_lock<std::shared_mutex> lk(remap_lock());
+    if (touches.accessible()) {
+      touch();
+    } else {
+      raise_device_fault(ctx);
+    }
+  };
+}
 CUresult copy(Ptr dst, Ptr src, std::size_t n, CUstream h, bool async, bool pt) {
   std::shared_ptr<Stream> s;
   if (CUresult r = resolve_stream(h, pt, &s)) return r;
@@ -51,28 +96,21 @@ CUresult copy(Ptr dst, Ptr src, std::size_t n, CUstream h, bool async, bool pt) 
   bool src_sim = src.side == Side::Device || is_sim_memory(src.p, n, &src_pinned);
   void* d = reinterpret_cast<void*>(dst.p);
   const void* sp = reinterpret_cast<const void*>(src.p);
+  Touches touches;
+  if (dst_sim) touches.add(dst.p, n, true);
+  if (src_sim) touches.add(src.p, n, false);
   if (!async || !dst_sim) {
     // Synchronous, or asynchronous into pageable memory: done on return.
-    run_sync(s, [d, sp, n] {
-      std::shared_lock<std::shared_mutex> lk(remap_lock());
-      std::memmove(d, sp, n);
-    }, true);
-    return CUDA_SUCCESS;
+    return run_sync(s, on_device(s->ctx, touches, [d, sp, n] { std::memmove(d, sp, n); }), true);
   }
   Op op;
   op.pays_latency = true;
   if (!src_sim) {
     auto staged = std::make_shared<std::vector<unsigned char>>(
         static_cast<const unsigned char*>(sp), static_cast<const unsigned char*>(sp) + n);
-    op.fn = [d, staged] {
-      std::shared_lock<std::shared_mutex> lk(remap_lock());
-      std::memcpy(d, staged->data(), staged->size());
-    };
+    op.fn = on_device(s->ctx, touches, [d, staged] { std::memcpy(d, staged->data(), staged->size()); });
   } else {
-    op.fn = [d, sp, n] {
-      std::shared_lock<std::shared_mutex> lk(remap_lock());
-      std::memmove(d, sp, n);
-    };
+    op.fn = on_device(s->ctx, touches, [d, sp, n] { std::memmove(d, sp, n); });
   }
   enqueue(s, std::move(op));
   return CUDA_SUCCESS;
@@ -89,8 +127,9 @@ CUresult set(std::uintptr_t dst, std::size_t pitch, T value, std::size_t width,
   if (height > 1 && pitch < row) return CUDA_ERROR_INVALID_VALUE;
   const std::size_t span = (height - 1) * pitch + row;
   if (CUresult r = check_device_side(dst, span)) return r;
-  auto fn = [dst, pitch, value, width, height] {
-    std::shared_lock<std::shared_mutex> lk(remap_lock());
+  Touches touches;
+  touches.add(dst, span, true);
+  auto fn = on_device(s->ctx, touches, [dst, pitch, value, width, height] {
     for (std::size_t y = 0; y < height; ++y) {
       T* p = reinterpret_cast<T*>(dst + y * pitch);
       if (sizeof(T) == 1) {
@@ -99,11 +138,8 @@ CUresult set(std::uintptr_t dst, std::size_t pitch, T value, std::size_t width,
         for (std::size_t x = 0; x < width; ++x) p[x] = value;
       }
     }
-  };
-  if (!async) {
-    run_sync(s, fn, true);
-    return CUDA_SUCCESS;
-  }
+  });
+  if (!async) return run_sync(s, fn, true);
   Op op;
   op.fn = fn;
   op.pays_latency = true;
@@ -171,16 +207,15 @@ CUresult copy2d(const CUDA_MEMCPY2D* c, CUstream h, bool async, bool pt) {
   const bool dst_sim = dst.side == Side::Device || is_sim_memory(dst.p, dst_span, &pinned);
   const bool src_sim = src.side == Side::Device || is_sim_memory(src.p, src_span, &pinned);
   const std::uintptr_t d0 = dst.p, s0 = src.p;
-  auto rows_fn = [d0, s0, sp, dp, w, rows] {
-    std::shared_lock<std::shared_mutex> lk(remap_lock());
+  Touches touches;
+  if (dst_sim) touches.add(d0, dst_span, true);
+  if (src_sim) touches.add(s0, src_span, false);
+  auto rows_fn = on_device(s->ctx, touches, [d0, s0, sp, dp, w, rows] {
     for (std::size_t y = 0; y < rows; ++y) {
       std::memmove(reinterpret_cast<void*>(d0 + y * dp), reinterpret_cast<const void*>(s0 + y * sp), w);
     }
-  };
-  if (!async || !dst_sim) {
-    run_sync(s, rows_fn, true);
-    return CUDA_SUCCESS;
-  }
+  });
+  if (!async || !dst_sim) return run_sync(s, rows_fn, true);
   Op op;
   op.pays_latency = true;
   if (!src_sim) {
@@ -188,12 +223,11 @@ CUresult copy2d(const CUDA_MEMCPY2D* c, CUstream h, bool async, bool pt) {
     for (std::size_t y = 0; y < rows; ++y) {
       std::memcpy(staged->data() + y * w, reinterpret_cast<const void*>(s0 + y * sp), w);
     }
-    op.fn = [d0, dp, w, rows, staged] {
-      std::shared_lock<std::shared_mutex> lk(remap_lock());
+    op.fn = on_device(s->ctx, touches, [d0, dp, w, rows, staged] {
       for (std::size_t y = 0; y < rows; ++y) {
         std::memcpy(reinterpret_cast<void*>(d0 + y * dp), staged->data() + y * w, w);
       }
-    };
+    });
   } else {
     op.fn = rows_fn;
   }

@@ -35,6 +35,7 @@
 #include <vector>
 
 #include "../common/sim_config.h"
+#include "../include/simcuda_counters.h"
 
 namespace sim {
 
@@ -190,6 +191,11 @@ struct Context {
   // lock, as a real driver's entry points take none (a context left current
   // on a thread is never freed, see Globals).
   std::atomic<bool> registered{false};
+  // A device fault (drv_copy.cpp): CUDA_ERROR_ILLEGAL_ADDRESS once a queued
+  // operation of this context touched memory no longer accessible, else
+  // CUDA_SUCCESS. Sticky: every later call that takes the context returns
+  // it, until the context is reset or destroyed (see current_ctx).
+  std::atomic<CUresult> fault{CUDA_SUCCESS};
   std::mutex mu;  // guards streams, legacy, and the order of enqueues
   std::condition_variable cv;  // signalled when a worker leaves `streams`
   std::set<Stream*> streams;   // every live worker of this context
@@ -277,8 +283,17 @@ Globals& G();
 // Returns CUDA_ERROR_NOT_INITIALIZED before cuInit (and in a forked child
 // of an initialised process).
 CUresult check_init();
-// Current context of the calling thread, or an error.
+// Current context of the calling thread, or an error: also the context's
+// sticky device fault, as every call that takes the context returns it.
 CUresult current_ctx(Context** out);
+// The same without the sticky fault, for the calls that only name the
+// context (cuCtxGetDevice): the runtime finds its device, and so the
+// context to reset, through them.
+CUresult current_ctx_any(Context** out);
+// c's sticky device fault (CUDA_SUCCESS when none).
+inline CUresult ctx_fault(const Context* c) { return c->fault.load(std::memory_order_acquire); }
+// A queued operation of ctx touched memory that is no longer accessible.
+void raise_device_fault(Context* ctx);
 Device* device_at(int ordinal);  // nullptr if out of range (after init)
 // The UUID of the simulated device with that physical index.
 void device_uuid(int physical, char bytes[16]);
@@ -319,15 +334,60 @@ Context* new_context(Device* dev, bool primary, unsigned flags);
 // Resolves a stream handle (NULL, CU_STREAM_LEGACY, CU_STREAM_PER_THREAD or a
 // created stream); `per_thread` is true for the _ptsz/_ptds entry points.
 CUresult resolve_stream(CUstream h, bool per_thread, std::shared_ptr<Stream>* out);
-// Enqueues `op` on `s`, adding the legacy-default-stream dependencies.
-std::uint64_t enqueue(const std::shared_ptr<Stream>& s, Op op);
-// Runs fn on the stream and waits for it (synchronous copies and sets).
-void run_sync(const std::shared_ptr<Stream>& s, std::function<void()> fn, bool pays_latency);
-// Waits for every stream of ctx.
-void sync_context(Context* ctx);
+// Enqueues `op` on `s`, adding the legacy-default-stream dependencies. With
+// `behind`, says whether the op must wait for earlier work (its stream's or
+// another's through a dependency).
+std::uint64_t enqueue(const std::shared_ptr<Stream>& s, Op op, bool* behind = nullptr);
+// Runs fn on the stream and waits for it (synchronous copies and sets);
+// then the stream's context's fault, if it has one.
+CUresult run_sync(const std::shared_ptr<Stream>& s, std::function<void()> fn, bool pays_latency);
+// Waits for every stream of ctx; then ctx's fault, if it has one. A host
+// wait (counted in simcuda_counters' wait_calls).
+CUresult sync_context(Context* ctx);
 // Stops all streams of ctx after they drain (used by reset/destroy).
 void stop_context_streams(Context* ctx);
 void drop_context_events(Context* ctx);
+
+// ---- costs and counters (drv_costs.cpp) ---------------------------------------
+// The calls the cost table (SIMCUDA_COSTS) prices, in the order of
+// kCostNames in drv_costs.cpp.
+enum class Cost {
+  AddressReserve, AddressFree, Create, Map, SetAccess, Unmap, Release,
+  Alloc, Free, EventRecord, EventQuery, StreamWaitEvent, EventCreate, EventDestroy,
+  CtxSynchronize, kCount
+};
+// Reads SIMCUDA_COSTS (once; cuInit calls it so that a bad value warns there).
+void load_costs();
+// Charges the calling thread the table's cost of `c` on `bytes` (per call +
+// per 2 MiB granule), as host time; no lock may be held.
+void charge(Cost c, std::size_t bytes = 0);
+// Charges `c` when the call succeeded (r == CUDA_SUCCESS); returns r. Called
+// with the call's result, after its locks are released.
+inline CUresult charged(Cost c, std::size_t bytes, CUresult r) {
+  if (r == CUDA_SUCCESS) charge(c, bytes);
+  return r;
+}
+// The fields of SimcudaCounters (include/simcuda_counters.h), by name.
+enum class Counter {
+#define SIM_COUNTER_ENUM(field, what) field,
+  SIMCUDA_COUNTER_FIELDS(SIM_COUNTER_ENUM)
+#undef SIM_COUNTER_ENUM
+  kCount
+};
+void count(Counter c, std::uint64_t n = 1);
+// One host wait for device work: counts it (wait_calls) and, when work was
+// outstanding, times it (blocked_waits, blocked_us) until destroyed.
+class HostWait {
+ public:
+  explicit HostWait(bool outstanding);
+  ~HostWait();
+  HostWait(const HostWait&) = delete;
+  HostWait& operator=(const HostWait&) = delete;
+
+ private:
+  bool outstanding_;
+  double t0_ms_ = 0;
+};
 
 // ---- memory (drv_memory.cpp) -----------------------------------------------
 struct PtrInfo {
@@ -342,6 +402,7 @@ struct PtrInfo {
   AllocKind kind = AllocKind::Device;  // for device-space allocations
   Pool* pool = nullptr;
   std::uint64_t buffer_id = 0;
+  bool read_only = false;    // a VMM mapping cuMemSetAccess made readable only
   // CU_POINTER_ATTRIBUTE_RANGE_START_ADDR / RANGE_SIZE: the allocation, or
   // for VMM the cuMemAddressReserve range ("the mappable address range").
   std::uintptr_t range_base = 0;
@@ -358,8 +419,10 @@ PtrInfo describe_pointer(std::uintptr_t p);
 
 // Device memory is plain host memory that stream workers read and write
 // with memmove/memset. Remapping a live range to a shared memfd (the first
-// cuIpcGetMemHandle of a unit) must not race with them: workers hold this
-// shared while they touch device memory, the remap holds it exclusively.
+// cuIpcGetMemHandle of a unit), unmapping it (cuMemUnmap) or revoking its
+// access (cuMemSetAccess) must not race with them: workers hold this shared
+// while they check that device memory is still accessible and touch it,
+// those calls hold it exclusively. Taken before any other sim lock.
 std::shared_mutex& remap_lock();
 
 // ---- ipc (drv_ipc.cpp) -------------------------------------------------------

@@ -158,6 +158,8 @@ PtrInfo pinned_host_info(std::uintptr_t base, const PinnedHost& pinned) {
 
 void free_context_host(Context* ctx) {
   drop_context_registrations(ctx);
+  // Unmapping host memory a worker may be touching: see cuMemFreeHost.
+  std::unique_lock<std::shared_mutex> remap(remap_lock());
   std::lock_guard<std::mutex> lk(host_mu());
   auto& m = host_allocs();
   for (auto it = m.begin(); it != m.end();) {
@@ -231,6 +233,11 @@ CUresult alloc_api(CUdeviceptr* dptr, std::size_t size, AllocKind kind) {
   std::uintptr_t p = 0;
   if (CUresult r = alloc_device(c, size, kind, nullptr, &p)) return r;
   *dptr = p;
+  // No host wait: nothing in NVIDIA's documentation makes cuMemAlloc wait
+  // for queued work (the Programming Guide's "a device memory allocation"
+  // between two commands keeps them from running concurrently on the
+  // device, vmm-costs.md section 2). It costs the host its table time.
+  charge(Cost::Alloc, size);
   return CUDA_SUCCESS;
 }
 
@@ -259,11 +266,22 @@ CUresult free_api(std::uintptr_t p) {
       info.kind == AllocKind::Module) {
     return CUDA_ERROR_INVALID_VALUE;
   }
+  // A faulted context's memory is not freed: its free, like every call on
+  // that context, answers the fault (see current_ctx).
+  if (CUresult f = info.ctx ? ctx_fault(info.ctx) : CUDA_SUCCESS) return f;
   simcfg::wait_us(simcfg::get().free_latency_us);
   // cuMemFree/cudaFree synchronise: outstanding work that may still use the
-  // buffer completes before the memory can be handed out again.
-  sync_context(info.ctx);
-  return free_device(p, false);
+  // buffer completes before the memory can be handed out again. cuMemFree
+  // "may perform implicit synchronization" for memory not from the
+  // stream-ordered allocator (CUDA Driver API, cuMemFree); the Programming
+  // Guide says cudaMalloc/cudaFree "causes the GPU to synchronize across all
+  // executing CUDA streams" (stream-ordered memory allocation), and the
+  // time cudaFree takes tracks the kernel still running
+  // (Cytnx-dev/Cytnx#850). See vmm-costs.md, section 2.
+  if (CUresult f = sync_context(info.ctx)) return f;
+  if (CUresult r = free_device(p, false)) return r;
+  charge(Cost::Free, info.size);
+  return CUDA_SUCCESS;
 }
 
 CUresult get_info(std::size_t* free_b, std::size_t* total_b) {
@@ -312,12 +330,16 @@ CUresult host_alloc(void** pp, std::size_t size, unsigned flags) {
 }  // namespace
 
 CUresult CUDAAPI cuMemAlloc_v2(CUdeviceptr* dptr, size_t bytesize) {
+  count(Counter::mem_alloc);
   return alloc_api(dptr, bytesize, AllocKind::Device);
 }
 
 CUresult CUDAAPI cuMemAlloc(CUdeviceptr_v1*, unsigned int) { return legacy_abi(); }
 
-CUresult CUDAAPI cuMemFree_v2(CUdeviceptr dptr) { return free_api(dptr); }
+CUresult CUDAAPI cuMemFree_v2(CUdeviceptr dptr) {
+  count(Counter::mem_free);
+  return free_api(dptr);
+}
 CUresult CUDAAPI cuMemFree(CUdeviceptr_v1) { return legacy_abi(); }
 
 CUresult CUDAAPI cuMemGetInfo_v2(size_t* free_b, size_t* total_b) { return get_info(free_b, total_b); }
@@ -326,6 +348,7 @@ CUresult CUDAAPI cuMemGetInfo(unsigned int*, unsigned int*) { return legacy_abi(
 
 CUresult CUDAAPI cuMemAllocPitch_v2(CUdeviceptr* dptr, size_t* pPitch, size_t WidthInBytes,
                                     size_t Height, unsigned int ElementSizeBytes) {
+  count(Counter::mem_alloc);
   return alloc_pitch(dptr, pPitch, WidthInBytes, Height, ElementSizeBytes, AllocKind::Pitch);
 }
 
@@ -334,6 +357,7 @@ CUresult CUDAAPI cuMemAllocPitch(CUdeviceptr_v1*, unsigned int*, unsigned int, u
 }
 
 CUresult CUDAAPI cuMemAllocManaged(CUdeviceptr* dptr, size_t bytesize, unsigned int flags) {
+  count(Counter::mem_alloc);
   // "flags must be one of CU_MEM_ATTACH_GLOBAL or CU_MEM_ATTACH_HOST."
   if (flags != CU_MEM_ATTACH_GLOBAL && flags != CU_MEM_ATTACH_HOST) return CUDA_ERROR_INVALID_VALUE;
   // Managed memory lives on the device in this model, so it counts against
@@ -349,6 +373,10 @@ CUresult CUDAAPI cuMemHostAlloc(void** pp, size_t bytesize, unsigned int Flags) 
 
 CUresult CUDAAPI cuMemFreeHost(void* p) {
   if (CUresult r = check_free_context()) return r;
+  // The pages are unmapped: a copy queued on them must find them gone (a
+  // device fault, drv_copy.cpp), never be caught between its check and its
+  // touch, so no worker may be between the two (remap_lock).
+  std::unique_lock<std::shared_mutex> remap(remap_lock());
   std::lock_guard<std::mutex> lk(host_mu());
   auto it = host_allocs().find(reinterpret_cast<std::uintptr_t>(p));
   if (it == host_allocs().end()) return CUDA_ERROR_INVALID_VALUE;

@@ -60,25 +60,33 @@ CUresult check_pool_props(const CUmemPoolProps* props) {
 using namespace sim;
 
 CUresult CUDAAPI cuMemAllocAsync(CUdeviceptr* dptr, size_t n, CUstream h) {
+  count(Counter::mem_alloc_async);
   return alloc_async(dptr, n, nullptr, h, false);
 }
 CUresult CUDAAPI cuMemAllocAsync_ptsz(CUdeviceptr* dptr, size_t n, CUstream h) {
+  count(Counter::mem_alloc_async);
   return alloc_async(dptr, n, nullptr, h, true);
 }
 CUresult CUDAAPI cuMemAllocFromPoolAsync(CUdeviceptr* dptr, size_t n, CUmemoryPool pool,
                                          CUstream h) {
+  count(Counter::mem_alloc_async);
   Pool* p = nullptr;
   if (CUresult r = find_pool(pool, &p)) return r;
   return alloc_async(dptr, n, p, h, false);
 }
 CUresult CUDAAPI cuMemAllocFromPoolAsync_ptsz(CUdeviceptr* dptr, size_t n, CUmemoryPool pool,
                                               CUstream h) {
+  count(Counter::mem_alloc_async);
   Pool* p = nullptr;
   if (CUresult r = find_pool(pool, &p)) return r;
   return alloc_async(dptr, n, p, h, true);
 }
-CUresult CUDAAPI cuMemFreeAsync(CUdeviceptr dptr, CUstream h) { return free_async(dptr, h, false); }
+CUresult CUDAAPI cuMemFreeAsync(CUdeviceptr dptr, CUstream h) {
+  count(Counter::mem_free_async);
+  return free_async(dptr, h, false);
+}
 CUresult CUDAAPI cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream h) {
+  count(Counter::mem_free_async);
   return free_async(dptr, h, true);
 }
 

@@ -56,6 +56,28 @@ Context* new_context(Device* dev, bool primary, unsigned flags) {
 }
 
 CUresult current_ctx(Context** out) {
+  Context* c = nullptr;
+  if (CUresult r = current_ctx_any(&c)) return r;
+  // A device fault is sticky: "This leaves the process in an inconsistent
+  // state and any further CUDA work will return the same error"
+  // (CUDA_ERROR_ILLEGAL_ADDRESS, cuda.h). cudaGetLastError does not clear it
+  // either (NVIDIA/nvbench#88); what does is a new context: "The only fix is
+  // a hard device reset and construction of a new context"
+  // (JuliaGPU/CUDAnative.jl#93), i.e. cuDevicePrimaryCtxReset /
+  // cudaDeviceReset, or destroying a created context
+  // (destroy_context_resources clears it).
+  if (CUresult f = ctx_fault(c)) return f;
+  *out = c;
+  return CUDA_SUCCESS;
+}
+
+void raise_device_fault(Context* ctx) {
+  count(Counter::device_faults);
+  CUresult none = CUDA_SUCCESS;
+  ctx->fault.compare_exchange_strong(none, CUDA_ERROR_ILLEGAL_ADDRESS, std::memory_order_acq_rel);
+}
+
+CUresult current_ctx_any(Context** out) {
   if (CUresult r = check_init()) return r;
   auto& st = ctx_stack();
   if (st.empty() || !st.back()) return CUDA_ERROR_INVALID_CONTEXT;
@@ -89,6 +111,8 @@ void destroy_context_resources(Context* ctx) {
   // A primary context comes back with default settings and a new id
   // ("Destroy all allocations and reset all state", cuDevicePrimaryCtxReset).
   reset_context_settings(ctx);
+  // Its streams are stopped: no operation of the old context can fault now.
+  ctx->fault.store(CUDA_SUCCESS, std::memory_order_release);
   ctx->generation.fetch_add(1);
 }
 
@@ -316,6 +340,7 @@ CUresult CUDAAPI cuInit(unsigned int Flags) {
     g.devices.push_back(d);
   }
   g.initialized = true;
+  load_costs();  // a bad SIMCUDA_COSTS warns here, once
   return CUDA_SUCCESS;
 }
 
@@ -447,17 +472,22 @@ CUresult CUDAAPI cuCtxPopCurrent(CUcontext* pctx) { return pop_ctx(pctx); }
 CUresult CUDAAPI cuCtxGetDevice(CUdevice* device) {
   if (!device) return CUDA_ERROR_INVALID_VALUE;
   Context* c = nullptr;
-  if (CUresult r = current_ctx(&c)) return r;
+  if (CUresult r = current_ctx_any(&c)) return r;
   *device = c->dev->ordinal;
   return CUDA_SUCCESS;
 }
 
-static CUresult ctx_or_current(CUcontext ctx, Context** out) {
-  if (!ctx) return current_ctx(out);
+// The named context, or the current one when ctx is NULL; with `sticky`,
+// also its device fault (see current_ctx).
+static CUresult ctx_or_current(CUcontext ctx, Context** out, bool sticky = true) {
+  if (!ctx) return sticky ? current_ctx(out) : current_ctx_any(out);
   if (CUresult r = check_init()) return r;
   Context* c = reinterpret_cast<Context*>(ctx);
-  std::lock_guard<std::mutex> lk(G().mu);
-  if (!G().contexts.count(c)) return CUDA_ERROR_INVALID_CONTEXT;
+  {
+    std::lock_guard<std::mutex> lk(G().mu);
+    if (!G().contexts.count(c)) return CUDA_ERROR_INVALID_CONTEXT;
+  }
+  if (CUresult f = sticky ? ctx_fault(c) : CUDA_SUCCESS) return f;
   *out = c;
   return CUDA_SUCCESS;
 }
@@ -465,24 +495,22 @@ static CUresult ctx_or_current(CUcontext ctx, Context** out) {
 CUresult CUDAAPI cuCtxGetDevice_v2(CUdevice* device, CUcontext ctx) {
   if (!device) return CUDA_ERROR_INVALID_VALUE;
   Context* c = nullptr;
-  if (CUresult r = ctx_or_current(ctx, &c)) return r;
+  if (CUresult r = ctx_or_current(ctx, &c, false)) return r;
   *device = c->dev->ordinal;
   return CUDA_SUCCESS;
 }
 
-CUresult CUDAAPI cuCtxSynchronize(void) {
-  Context* c = nullptr;
-  if (CUresult r = current_ctx(&c)) return r;
-  sync_context(c);
-  return CUDA_SUCCESS;
-}
-
-CUresult CUDAAPI cuCtxSynchronize_v2(CUcontext ctx) {
+// Waits for the context's work, then answers its fault if that work raised
+// one; besides the wait, the call's own cost (Cost::CtxSynchronize).
+static CUresult ctx_synchronize(CUcontext ctx) {
+  count(Counter::ctx_synchronize);
   Context* c = nullptr;
   if (CUresult r = ctx_or_current(ctx, &c)) return r;
-  sync_context(c);
-  return CUDA_SUCCESS;
+  return charged(Cost::CtxSynchronize, 0, sync_context(c));
 }
+
+CUresult CUDAAPI cuCtxSynchronize(void) { return ctx_synchronize(nullptr); }
+CUresult CUDAAPI cuCtxSynchronize_v2(CUcontext ctx) { return ctx_synchronize(ctx); }
 
 CUresult CUDAAPI cuCtxGetFlags(unsigned int* flags) {
   if (!flags) return CUDA_ERROR_INVALID_VALUE;

@@ -155,14 +155,17 @@ CUresult resolve_stream(CUstream h, bool per_thread, std::shared_ptr<Stream>* ou
     return h == CU_STREAM_LEGACY ? legacy_stream(c, out) : per_thread_stream(c, out);
   }
   if (CUresult r = check_init()) return r;
-  std::lock_guard<std::mutex> lk(G().mu);
-  auto it = G().streams.find(h);
-  if (it == G().streams.end()) return CUDA_ERROR_INVALID_HANDLE;
-  *out = it->second;
-  return CUDA_SUCCESS;
+  {
+    std::lock_guard<std::mutex> lk(G().mu);
+    auto it = G().streams.find(h);
+    if (it == G().streams.end()) return CUDA_ERROR_INVALID_HANDLE;
+    *out = it->second;
+  }
+  // A stream's context's device fault is sticky like the current one's.
+  return ctx_fault((*out)->ctx);
 }
 
-std::uint64_t enqueue(const std::shared_ptr<Stream>& s, Op op) {
+std::uint64_t enqueue(const std::shared_ptr<Stream>& s, Op op, bool* behind) {
   Context* c = s->ctx;
   std::lock_guard<std::mutex> ctx_lk(c->mu);  // orders enqueues within the context
   if (s->is_legacy) {
@@ -176,9 +179,11 @@ std::uint64_t enqueue(const std::shared_ptr<Stream>& s, Op op) {
     std::lock_guard<std::mutex> lk(l->mu);
     if (l->submitted > l->completed) op.deps.emplace_back(c->legacy, l->submitted);
   }
+  const bool has_deps = !op.deps.empty();
   std::uint64_t seq;
   {
     std::lock_guard<std::mutex> lk(s->mu);
+    if (behind) *behind = has_deps || s->submitted > s->completed;
     seq = ++s->submitted;
     s->queue.push_back(std::move(op));
   }
@@ -186,15 +191,18 @@ std::uint64_t enqueue(const std::shared_ptr<Stream>& s, Op op) {
   return seq;
 }
 
-void run_sync(const std::shared_ptr<Stream>& s, std::function<void()> fn, bool pays_latency) {
+CUresult run_sync(const std::shared_ptr<Stream>& s, std::function<void()> fn, bool pays_latency) {
   Op op;
   op.fn = std::move(fn);
   op.pays_latency = pays_latency;
-  std::uint64_t seq = enqueue(s, std::move(op));
+  bool behind = false;
+  std::uint64_t seq = enqueue(s, std::move(op), &behind);
+  HostWait wait(behind);
   s->wait_for(seq);
+  return ctx_fault(s->ctx);
 }
 
-void sync_context(Context* ctx) {
+CUresult sync_context(Context* ctx) {
   std::vector<std::pair<std::shared_ptr<Stream>, std::uint64_t>> waits;
   {
     std::lock_guard<std::mutex> ctx_lk(ctx->mu);
@@ -203,7 +211,9 @@ void sync_context(Context* ctx) {
       if (s->submitted > s->completed) waits.emplace_back(s->shared_from_this(), s->submitted);
     }
   }
+  HostWait wait(!waits.empty());
   for (auto& w : waits) w.first->wait_for(w.second);
+  return ctx_fault(ctx);
 }
 
 void stop_context_streams(Context* ctx) {
@@ -246,29 +256,34 @@ namespace {
 
 CUresult find_event(CUevent h, std::shared_ptr<Event>* out) {
   if (CUresult r = check_init()) return r;
-  std::lock_guard<std::mutex> lk(G().mu);
-  auto it = G().events.find(h);
-  if (it == G().events.end()) return CUDA_ERROR_INVALID_HANDLE;
-  *out = it->second;
-  return CUDA_SUCCESS;
+  {
+    std::lock_guard<std::mutex> lk(G().mu);
+    auto it = G().events.find(h);
+    if (it == G().events.end()) return CUDA_ERROR_INVALID_HANDLE;
+    *out = it->second;
+  }
+  return ctx_fault((*out)->ctx);  // sticky, as for streams
 }
 
 CUresult stream_sync(CUstream h, bool pt) {
+  count(Counter::stream_synchronize);
   std::shared_ptr<Stream> s;
   if (CUresult r = resolve_stream(h, pt, &s)) return r;
   if (s->is_legacy) {
     // A marker on the legacy stream depends on all earlier blocking work,
     // so waiting for it is the implicit barrier of the NULL stream.
-    run_sync(s, nullptr, false);
-    return CUDA_SUCCESS;
+    return run_sync(s, nullptr, false);
   }
   std::uint64_t seq;
+  bool outstanding;
   {
     std::lock_guard<std::mutex> lk(s->mu);
     seq = s->submitted;
+    outstanding = s->completed < seq;
   }
+  HostWait wait(outstanding);
   s->wait_for(seq);
-  return CUDA_SUCCESS;
+  return ctx_fault(s->ctx);
 }
 
 CUresult stream_query(CUstream h, bool pt) {
@@ -279,6 +294,7 @@ CUresult stream_query(CUstream h, bool pt) {
 }
 
 CUresult stream_wait_event(CUstream h, CUevent ev, unsigned flags, bool pt) {
+  count(Counter::stream_wait_event);
   if (flags & ~static_cast<unsigned>(CU_EVENT_WAIT_EXTERNAL)) return CUDA_ERROR_INVALID_VALUE;
   std::shared_ptr<Stream> s;
   if (CUresult r = resolve_stream(h, pt, &s)) return r;
@@ -288,14 +304,14 @@ CUresult stream_wait_event(CUstream h, CUevent ev, unsigned flags, bool pt) {
   {
     std::lock_guard<std::mutex> lk(e->mu);
     // Waiting on a never-recorded event is a no-op (it counts as complete).
-    if (!e->recorded) return CUDA_SUCCESS;
+    if (!e->recorded) return charged(Cost::StreamWaitEvent, 0, CUDA_SUCCESS);
     op.deps.emplace_back(e->stream, e->seq);
   }
   enqueue(s, std::move(op));
-  return CUDA_SUCCESS;
+  return charged(Cost::StreamWaitEvent, 0, CUDA_SUCCESS);
 }
 
-CUresult event_record(CUevent ev, CUstream h, unsigned flags, bool pt) {
+CUresult record(CUevent ev, CUstream h, unsigned flags, bool pt) {
   if (flags & ~static_cast<unsigned>(CU_EVENT_RECORD_EXTERNAL)) return CUDA_ERROR_INVALID_VALUE;
   std::shared_ptr<Event> e;
   if (CUresult r = find_event(ev, &e)) return r;
@@ -323,6 +339,11 @@ CUresult event_record(CUevent ev, CUstream h, unsigned flags, bool pt) {
     e->recorded = true;
   }
   return CUDA_SUCCESS;
+}
+
+CUresult event_record(CUevent ev, CUstream h, unsigned flags, bool pt) {
+  count(Counter::event_record);
+  return charged(Cost::EventRecord, 0, record(ev, h, flags, pt));
 }
 
 CUresult launch_host(CUstream h, CUhostFn fn, void* data, bool pt) {
@@ -388,11 +409,16 @@ CUresult with_stream(CUstream h, bool pt, F f) {
 }
 
 CUresult destroy_event(CUevent ev) {
+  count(Counter::event_destroy);
   if (CUresult r = check_init()) return r;
-  std::lock_guard<std::mutex> lk(G().mu);
-  // Pending record operations keep their own reference, so destroying an
-  // event with work outstanding is safe, as in real CUDA.
-  return G().events.erase(ev) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
+  bool erased;
+  {
+    std::lock_guard<std::mutex> lk(G().mu);
+    // Pending record operations keep their own reference, so destroying an
+    // event with work outstanding is safe, as in real CUDA.
+    erased = G().events.erase(ev) != 0;
+  }
+  return charged(Cost::EventDestroy, 0, erased ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE);
 }
 
 CUresult elapsed(float* ms, CUevent a, CUevent b) {
@@ -472,7 +498,7 @@ SIM_STREAM_GETTER(cuStreamGetDevice, false, CUdevice, s.ctx->dev->ordinal)
 SIM_STREAM_GETTER(cuStreamGetDevice_ptsz, true, CUdevice, s.ctx->dev->ordinal)
 #undef SIM_STREAM_GETTER
 
-CUresult CUDAAPI cuEventCreate(CUevent* phEvent, unsigned int Flags) {
+static CUresult event_create(CUevent* phEvent, unsigned int Flags) {
   if (!phEvent) return CUDA_ERROR_INVALID_VALUE;
   const unsigned all = CU_EVENT_BLOCKING_SYNC | CU_EVENT_DISABLE_TIMING | CU_EVENT_INTERPROCESS;
   if (Flags & ~all) return CUDA_ERROR_INVALID_VALUE;
@@ -489,6 +515,10 @@ CUresult CUDAAPI cuEventCreate(CUevent* phEvent, unsigned int Flags) {
   G().events[e.get()] = e;
   *phEvent = reinterpret_cast<CUevent>(e.get());
   return CUDA_SUCCESS;
+}
+CUresult CUDAAPI cuEventCreate(CUevent* phEvent, unsigned int Flags) {
+  count(Counter::event_create);
+  return charged(Cost::EventCreate, 0, event_create(phEvent, Flags));
 }
 CUresult CUDAAPI cuEventRecord(CUevent e, CUstream h) { return event_record(e, h, 0, false); }
 CUresult CUDAAPI cuEventRecord_ptsz(CUevent e, CUstream h) { return event_record(e, h, 0, true); }
@@ -510,7 +540,7 @@ bool recorded_point(Event& e, std::shared_ptr<Stream>* stream, std::uint64_t* se
 }
 }  // namespace
 
-CUresult CUDAAPI cuEventQuery(CUevent ev) {
+static CUresult event_query(CUevent ev) {
   std::shared_ptr<Event> e;
   if (CUresult r = find_event(ev, &e)) return r;
   std::shared_ptr<Stream> s;
@@ -518,12 +548,25 @@ CUresult CUDAAPI cuEventQuery(CUevent ev) {
   if (!recorded_point(*e, &s, &seq)) return CUDA_SUCCESS;
   return s->is_done(seq) ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
 }
+// A query costs the host its time whatever the answer.
+CUresult CUDAAPI cuEventQuery(CUevent ev) {
+  count(Counter::event_query);
+  const CUresult r = event_query(ev);
+  if (r == CUDA_ERROR_NOT_READY) charge(Cost::EventQuery);
+  return charged(Cost::EventQuery, 0, r);
+}
 CUresult CUDAAPI cuEventSynchronize(CUevent ev) {
+  count(Counter::event_synchronize);
   std::shared_ptr<Event> e;
   if (CUresult r = find_event(ev, &e)) return r;
   std::shared_ptr<Stream> s;
   std::uint64_t seq = 0;
-  if (recorded_point(*e, &s, &seq)) s->wait_for(seq);
+  const bool recorded = recorded_point(*e, &s, &seq);
+  HostWait wait(recorded && !s->is_done(seq));
+  if (recorded) {
+    s->wait_for(seq);
+    return ctx_fault(s->ctx);
+  }
   return CUDA_SUCCESS;
 }
 CUresult CUDAAPI cuEventDestroy_v2(CUevent e) { return destroy_event(e); }

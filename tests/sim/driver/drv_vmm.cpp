@@ -27,6 +27,26 @@
 // Physical memory counts against the device's capacity from cuMemCreate until
 // it is both released and unmapped ("the memory is freed when all mappings
 // are unmapped", cuMemRelease).
+//
+// None of these calls waits for work queued on the device. cuMemUnmap and
+// cuMemSetAccess carry cuda.h's \note_sync, "This function exhibits
+// synchronous behavior for most use cases" (CUDA Driver API, Virtual Memory
+// Management), which NVIDIA defines for copies and sets only ("API
+// synchronization behavior"); cuMemCreate, cuMemMap, cuMemRelease,
+// cuMemAddressReserve and cuMemAddressFree carry no such note. And cuMemUnmap
+// returning does not mean that queued kernels are done with the range:
+// PyTorch's empty_cache() unmapped memory that queued kernels were still
+// writing, and the process got an illegal memory access
+// (pytorch/pytorch#196258, fixed by synchronising the owning stream first,
+// #197159); kvcached saw kernels fault when a page was remapped under them
+// (ovg-project/kvcached#465). So here a queued operation that reaches a range
+// unmapped, or whose access was revoked, after it was queued is a device
+// fault (drv_copy.cpp), never a host crash: cuMemUnmap and cuMemSetAccess
+// change the range's protection only with remap_lock() held exclusively,
+// while no worker is between checking a range and touching it.
+//
+// Each call charges the host its cost of the cost table (drv_costs.cpp), and
+// counts in simcuda_counters, in the entry points at the end of the file.
 #include <sys/mman.h>
 
 #include <cstdint>
@@ -209,6 +229,7 @@ bool vmm_lookup(std::uintptr_t p, std::size_t len, PtrInfo* info, bool for_attri
   while (cur < end) {
     if (it == maps.end() || it->first > cur || it->first + it->second.size <= cur) return false;
     if (it->second.prot == PROT_NONE && !for_attributes) return false;
+    if (!(it->second.prot & PROT_WRITE)) out.read_only = true;
     cur = it->first + it->second.size;
     ++it;
   }
@@ -239,7 +260,7 @@ CUresult CUDAAPI cuMemGetAllocationGranularity(size_t* granularity, const CUmemA
   return CUDA_SUCCESS;
 }
 
-CUresult CUDAAPI cuMemCreate(CUmemGenericAllocationHandle* handle, size_t size,
+static CUresult mem_create(CUmemGenericAllocationHandle* handle, size_t size,
                              const CUmemAllocationProp* prop, unsigned long long flags) {
   if (!handle || flags != 0) return CUDA_ERROR_INVALID_VALUE;
   if (CUresult r = check_init()) return r;
@@ -248,7 +269,7 @@ CUresult CUDAAPI cuMemCreate(CUmemGenericAllocationHandle* handle, size_t size,
   if (size == 0 || !aligned(size)) return CUDA_ERROR_INVALID_VALUE;
   Device* d = device_at(prop->location.id);
   Context* owner = nullptr;
-  if (current_ctx(&owner) != CUDA_SUCCESS || owner->dev != d) owner = d->primary;
+  if (current_ctx_any(&owner) != CUDA_SUCCESS || owner->dev != d) owner = d->primary;
   simcfg::wait_us(simcfg::get().malloc_latency_us);
   {
     std::lock_guard<std::mutex> lk(d->mu);
@@ -272,12 +293,15 @@ CUresult CUDAAPI cuMemCreate(CUmemGenericAllocationHandle* handle, size_t size,
   return CUDA_SUCCESS;
 }
 
-CUresult CUDAAPI cuMemRelease(CUmemGenericAllocationHandle handle) {
+// No remap_lock() here: the handle's pages are destroyed only once no
+// mapping of them is left, and an unmapped range is one no worker touches.
+static CUresult mem_release(CUmemGenericAllocationHandle handle, std::size_t* bytes) {
   if (CUresult r = check_init()) return r;
   simcfg::wait_us(simcfg::get().free_latency_us);
   std::lock_guard<std::mutex> lk(V().mu);
   auto it = V().phys.find(handle);
   if (it == V().phys.end() || it->second.refs <= 0) return CUDA_ERROR_INVALID_VALUE;
+  *bytes = it->second.size;
   --it->second.refs;
   maybe_destroy_locked(handle);
   return CUDA_SUCCESS;
@@ -310,7 +334,7 @@ CUresult CUDAAPI cuMemGetAllocationPropertiesFromHandle(CUmemAllocationProp* pro
   return CUDA_SUCCESS;
 }
 
-CUresult CUDAAPI cuMemAddressReserve(CUdeviceptr* ptr, size_t size, size_t alignment,
+static CUresult address_reserve(CUdeviceptr* ptr, size_t size, size_t alignment,
                                      CUdeviceptr addr, unsigned long long flags) {
   if (!ptr || flags != 0) return CUDA_ERROR_INVALID_VALUE;
   if (CUresult r = check_init()) return r;
@@ -337,7 +361,7 @@ CUresult CUDAAPI cuMemAddressReserve(CUdeviceptr* ptr, size_t size, size_t align
     got = reinterpret_cast<void*>(a);
   }
   Context* owner = nullptr;
-  if (current_ctx(&owner) != CUDA_SUCCESS) owner = nullptr;
+  if (current_ctx_any(&owner) != CUDA_SUCCESS) owner = nullptr;
   std::lock_guard<std::mutex> lk(V().mu);
   V().res[reinterpret_cast<std::uintptr_t>(got)] =
       Reservation{size, owner, {}, G().next_buffer_id.fetch_add(1, std::memory_order_relaxed)};
@@ -345,7 +369,7 @@ CUresult CUDAAPI cuMemAddressReserve(CUdeviceptr* ptr, size_t size, size_t align
   return CUDA_SUCCESS;
 }
 
-CUresult CUDAAPI cuMemAddressFree(CUdeviceptr ptr, size_t size) {
+static CUresult address_free(CUdeviceptr ptr, size_t size) {
   if (CUresult r = check_init()) return r;
   std::lock_guard<std::mutex> lk(V().mu);
   auto it = V().res.find(ptr);
@@ -359,7 +383,7 @@ CUresult CUDAAPI cuMemAddressFree(CUdeviceptr ptr, size_t size) {
   return CUDA_SUCCESS;
 }
 
-CUresult CUDAAPI cuMemMap(CUdeviceptr ptr, size_t size, size_t offset,
+static CUresult mem_map(CUdeviceptr ptr, size_t size, size_t offset,
                           CUmemGenericAllocationHandle handle, unsigned long long flags) {
   if (CUresult r = check_init()) return r;
   // "offset ... Currently must be zero"; "flags ... must be zero".
@@ -392,9 +416,10 @@ CUresult CUDAAPI cuMemMap(CUdeviceptr ptr, size_t size, size_t offset,
   return CUDA_SUCCESS;
 }
 
-CUresult CUDAAPI cuMemUnmap(CUdeviceptr ptr, size_t size) {
+static CUresult mem_unmap(CUdeviceptr ptr, size_t size) {
   if (CUresult r = check_init()) return r;
   if (size == 0 || !aligned(ptr) || !aligned(size)) return CUDA_ERROR_INVALID_VALUE;
+  std::unique_lock<std::shared_mutex> remap(remap_lock());
   std::lock_guard<std::mutex> lk(V().mu);
   auto r = find_res_locked(ptr, size);
   if (r == V().res.end()) return CUDA_ERROR_INVALID_VALUE;
@@ -420,7 +445,7 @@ CUresult CUDAAPI cuMemUnmap(CUdeviceptr ptr, size_t size) {
   return CUDA_SUCCESS;
 }
 
-CUresult CUDAAPI cuMemSetAccess(CUdeviceptr ptr, size_t size, const CUmemAccessDesc* desc,
+static CUresult set_access(CUdeviceptr ptr, size_t size, const CUmemAccessDesc* desc,
                                 size_t count) {
   if (CUresult r = check_init()) return r;
   if (!desc || count == 0 || size == 0) return CUDA_ERROR_INVALID_VALUE;
@@ -435,6 +460,7 @@ CUresult CUDAAPI cuMemSetAccess(CUdeviceptr ptr, size_t size, const CUmemAccessD
       default: return CUDA_ERROR_INVALID_VALUE;
     }
   }
+  std::unique_lock<std::shared_mutex> remap(remap_lock());  // may revoke access
   std::lock_guard<std::mutex> lk(V().mu);
   auto r = find_res_locked(ptr, size);
   if (r == V().res.end()) return CUDA_ERROR_INVALID_VALUE;
@@ -472,4 +498,47 @@ CUresult CUDAAPI cuMemGetAccess(unsigned long long* flags, const CUmemLocation* 
            : (p & PROT_READ) ? CU_MEM_ACCESS_FLAGS_PROT_READ
                              : CU_MEM_ACCESS_FLAGS_PROT_NONE;
   return CUDA_SUCCESS;
+}
+
+// ---- entry points: count, then charge what a successful call costs ----------
+
+CUresult CUDAAPI cuMemCreate(CUmemGenericAllocationHandle* handle, size_t size,
+                             const CUmemAllocationProp* prop, unsigned long long flags) {
+  count(Counter::mem_create);
+  return charged(Cost::Create, size, mem_create(handle, size, prop, flags));
+}
+
+CUresult CUDAAPI cuMemRelease(CUmemGenericAllocationHandle handle) {
+  count(Counter::mem_release);
+  std::size_t bytes = 0;
+  const CUresult r = mem_release(handle, &bytes);
+  return charged(Cost::Release, bytes, r);
+}
+
+CUresult CUDAAPI cuMemAddressReserve(CUdeviceptr* ptr, size_t size, size_t alignment,
+                                     CUdeviceptr addr, unsigned long long flags) {
+  count(Counter::mem_address_reserve);
+  return charged(Cost::AddressReserve, size, address_reserve(ptr, size, alignment, addr, flags));
+}
+
+CUresult CUDAAPI cuMemAddressFree(CUdeviceptr ptr, size_t size) {
+  count(Counter::mem_address_free);
+  return charged(Cost::AddressFree, size, address_free(ptr, size));
+}
+
+CUresult CUDAAPI cuMemMap(CUdeviceptr ptr, size_t size, size_t offset,
+                          CUmemGenericAllocationHandle handle, unsigned long long flags) {
+  count(Counter::mem_map);
+  return charged(Cost::Map, size, mem_map(ptr, size, offset, handle, flags));
+}
+
+CUresult CUDAAPI cuMemUnmap(CUdeviceptr ptr, size_t size) {
+  count(Counter::mem_unmap);
+  return charged(Cost::Unmap, size, mem_unmap(ptr, size));
+}
+
+CUresult CUDAAPI cuMemSetAccess(CUdeviceptr ptr, size_t size, const CUmemAccessDesc* desc,
+                                size_t count_) {
+  count(Counter::mem_set_access);
+  return charged(Cost::SetAccess, size, set_access(ptr, size, desc, count_));
 }

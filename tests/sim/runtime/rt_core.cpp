@@ -2,6 +2,7 @@
 // bookkeeping, devices, versions and driver entry points.
 #include <dlfcn.h>
 
+#include <atomic>
 #include <cstdio>
 #include <cstring>
 #include <mutex>
@@ -29,6 +30,21 @@ State& S() {
 
 thread_local cudaError_t tl_last_error = cudaSuccess;
 thread_local int tl_device = 0;
+
+// Sticky errors. A device fault breaks the device's context: "This leaves
+// the process in an inconsistent state and any further CUDA work will return
+// the same error" (cudaErrorIllegalAddress, driver_types.h), and
+// cudaGetLastError does not reset it (NVIDIA/nvbench#88). The driver keeps it
+// on the context (tests/sim/driver/drv_state.cpp, current_ctx); the runtime
+// keeps, per device, the sticky error its calls returned, so that
+// cudaGetLastError goes on answering it until cudaDeviceReset gives the
+// device a new context ("The only fix is a hard device reset and
+// construction of a new context", JuliaGPU/CUDAnative.jl#93).
+constexpr int kMaxDevices = 64;
+std::atomic<int> g_sticky[kMaxDevices];  // cudaError_t; 0 = none
+
+bool is_sticky(cudaError_t e) { return e == cudaErrorIllegalAddress; }
+std::atomic<int>* sticky_slot(int dev) { return dev >= 0 && dev < kMaxDevices ? &g_sticky[dev] : nullptr; }
 
 void* open_driver() {
   // The name every CUDA runtime opens; LD_LIBRARY_PATH selects the sim.
@@ -166,6 +182,9 @@ cudaError_t map(CUresult r) {
 cudaError_t ret(cudaError_t e) {
   // cudaErrorNotReady (a query's answer) is not an error and is not recorded.
   if (e != cudaSuccess && e != cudaErrorNotReady) tl_last_error = e;
+  if (is_sticky(e)) {
+    if (auto* slot = sticky_slot(tl_device)) slot->store(e);
+  }
   return e;
 }
 
@@ -174,9 +193,17 @@ cudaError_t ret(cudaError_t e) {
 // ---- errors ----------------------------------------------------------------------
 
 cudaError_t CUDARTAPI cudaGetLastError(void) {
-  // "Returns the last error ... and resets it to cudaSuccess."
+  // "Returns the last error ... and resets it to cudaSuccess", except a
+  // sticky error of the thread's device, which stays (see g_sticky).
   cudaError_t e = rt::tl_last_error;
-  rt::tl_last_error = cudaSuccess;
+  auto* slot = rt::sticky_slot(rt::tl_device);
+  const int sticky = slot ? slot->load() : 0;
+  if (sticky != 0) {
+    e = static_cast<cudaError_t>(sticky);
+    rt::tl_last_error = e;
+  } else {
+    rt::tl_last_error = cudaSuccess;
+  }
   return e;
 }
 
@@ -251,7 +278,14 @@ cudaError_t CUDARTAPI cudaDeviceReset(void) {
   CUcontext cur = nullptr;
   rt::drv().cuCtxGetCurrent(&cur);
   rt::forget_modules(cur);  // the reset unloads them (rt_kernels.cpp)
-  return rt::ret(rt::drv().cuDevicePrimaryCtxReset_v2(rt::current_device()));
+  const int dev = rt::current_device();
+  const cudaError_t e = rt::ret(rt::drv().cuDevicePrimaryCtxReset_v2(dev));
+  if (e == cudaSuccess) {
+    // A new context: its sticky error is gone, from this thread's last error too.
+    if (auto* slot = rt::sticky_slot(dev)) slot->store(0);
+    if (rt::is_sticky(rt::tl_last_error)) rt::tl_last_error = cudaSuccess;
+  }
+  return e;
 }
 
 cudaError_t CUDARTAPI cudaSetDeviceFlags(unsigned int flags) {
