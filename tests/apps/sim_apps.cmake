@@ -3,7 +3,8 @@
 # link time) that checks itself and exits non-zero on failure. ctest runs it
 # with LD_LIBRARY_PATH pointing at the sim.
 
-set(_sim_test_include ${CMAKE_CURRENT_SOURCE_DIR}/../sim/testing)
+# sim_test.h & co., and the sim's own extension simcuda_counters.h.
+set(_sim_test_include ${CMAKE_CURRENT_SOURCE_DIR}/../sim/testing ${CMAKE_CURRENT_SOURCE_DIR}/../sim/include)
 
 # sim_app(NAME [DRIVER] [ENV VAR=VALUE...] [DEFINES D...] [ARGS a...] [SOURCE file])
 function(sim_app name)
@@ -17,6 +18,7 @@ function(sim_app name)
     cumemtrace_add_cuda_app(${name} ${S_SOURCE})
   endif()
   target_include_directories(${name} PRIVATE ${_sim_test_include})
+  target_link_libraries(${name} PRIVATE ${CMAKE_DL_LIBS})  # simcuda_counters_lookup
   if(S_DEFINES)
     target_compile_definitions(${name} PRIVATE ${S_DEFINES})
   endif()
@@ -113,3 +115,25 @@ endforeach()
 # Refusal codes, address ranges, pointer attributes, the importer's mapping
 # outliving the exporter's free, and fork.
 sim_app(sim_ipc DRIVER ENV SIMCUDA_DEVICE_COUNT=2 SIMCUDA_DEVICE_MEMORY=1GiB TIMEOUT 60)
+
+# Time (tests/sim/README.md, "Time"): the cost table SIMCUDA_COSTS, which
+# calls wait for the device, and the simcuda_counters extension. One run per
+# way of choosing the table: the shipped h100 by name, off, a file, and three
+# bad values (one warning each, nothing charged).
+cumemtrace_add_cuda_app(sim_costs sim_costs.cpp DRIVER)
+target_include_directories(sim_costs PRIVATE ${_sim_test_include})
+target_link_libraries(sim_costs PRIVATE ${CMAKE_DL_LIBS})
+add_dependencies(sim_costs simcuda_runtime simcuda_driver)
+foreach(_mode h100 off file bad-name bad-call bad-json)
+  set(_costs "")
+  if(_mode STREQUAL "h100" OR _mode STREQUAL "off")
+    set(_costs "SIMCUDA_COSTS=${_mode}")
+  elseif(_mode STREQUAL "bad-name")
+    set(_costs "SIMCUDA_COSTS=h101")
+  endif()
+  add_test(NAME sim_costs.${_mode} COMMAND sim_costs ${_mode})
+  set_tests_properties(sim_costs.${_mode} PROPERTIES LABELS sim TIMEOUT 60 ENVIRONMENT
+    "LD_LIBRARY_PATH=${SIMCUDA_LIBRARY_DIR};SIMCUDA_ASYNC_LATENCY_US=20000;${_costs}")
+endforeach()
+# Device faults: memory given back under queued work (tests/sim/driver/drv_copy.cpp).
+sim_app(sim_device_fault DRIVER ENV SIMCUDA_ASYNC_LATENCY_US=20000 TIMEOUT 60)

@@ -2,11 +2,8 @@
 // device count> <expected number of warnings>. A bad value prints one clear
 // warning on stderr and falls back to the default, never a crash.
 #include <cuda_runtime_api.h>
-#include <unistd.h>
 
 #include <cstdlib>
-#include <fstream>
-#include <sstream>
 #include <string>
 
 #include "sim_test.h"
@@ -18,25 +15,15 @@ int main(int argc, char** argv) {
   const int want_warnings = std::atoi(argv[3]);
 
   // Capture stderr while the sim initialises.
-  char path[] = "/tmp/sim_env_XXXXXX";
-  int fd = mkstemp(path);
-  SIM_CHECK(fd >= 0);
-  int saved = dup(2);
-  dup2(fd, 2);
   int count = 0;
-  cudaError_t e = cudaGetDeviceCount(&count);
+  cudaError_t e, e2, e3;
   cudaDeviceProp prop{};
-  cudaError_t e2 = cudaGetDeviceProperties(&prop, 0);
   cudaStream_t s;
-  cudaError_t e3 = cudaStreamCreate(&s);
-  dup2(saved, 2);
-  close(fd);
-  std::ifstream in(path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  unlink(path);
-  const std::string err = ss.str();
-  std::fprintf(stderr, "%s", err.c_str());
+  const std::string err = simtest::capture_stderr([&] {
+    e = cudaGetDeviceCount(&count);
+    e2 = cudaGetDeviceProperties(&prop, 0);
+    e3 = cudaStreamCreate(&s);
+  });
 
   SIM_RT_OK(e);
   SIM_RT_OK(e2);
@@ -44,10 +31,7 @@ int main(int argc, char** argv) {
   simtest::require_sim_name(prop.name);
   SIM_CHECK(count == want_count);
   SIM_CHECK(prop.totalGlobalMem == want_bytes);
-  int warnings = 0;
-  for (std::size_t pos = 0; (pos = err.find("simcuda: warning", pos)) != std::string::npos; ++pos) {
-    ++warnings;
-  }
+  const int warnings = simtest::count_of(err, "simcuda: warning");
   if (warnings != want_warnings) SIM_FAIL("%d warnings, expected %d", warnings, want_warnings);
   std::printf("sim_env: OK\n");
   return 0;

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "sim_test.h"
+#include "simcuda_counters.h"
 
 int main() {
   simtest::require_runtime_on_sim();
@@ -21,12 +22,22 @@ int main() {
 
   void* p = nullptr;
   SIM_RT_OK(cudaMalloc(&p, n));
+  // The runtime loaded the sim's driver privately: the counters are found
+  // there (simcuda_counters_lookup's RTLD_NOLOAD path).
+  SimcudaCounters before{}, after{};
+  SIM_CHECK(simcuda_counters_read(&before));
   auto t0 = std::chrono::steady_clock::now();
   SIM_RT_OK(cudaMemsetAsync(p, 0xff, n, s));  // runs 200 ms from now
   SIM_RT_OK(cudaFree(p));
   double free_ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   SIM_CHECK(free_ms >= 190);  // cudaFree waited for the device
+  SIM_CHECK(simcuda_counters_read(&after));
+  // One cuMemFree, one host wait, found blocked on the memset.
+  SIM_CHECK(after.mem_free - before.mem_free == 1);
+  SIM_CHECK(after.wait_calls - before.wait_calls == 1);
+  SIM_CHECK(after.blocked_waits - before.blocked_waits == 1);
+  SIM_CHECK(after.blocked_us - before.blocked_us >= 150000);
 
   void* q = nullptr;
   SIM_RT_OK(cudaMalloc(&q, n));

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cuda_runtime_api.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <condition_variable>
@@ -12,6 +13,7 @@
 #include <cstring>
 #include <fstream>
 #include <mutex>
+#include <sstream>
 #include <string>
 #include <thread>
 
@@ -132,6 +134,33 @@ inline void settle() { std::this_thread::sleep_for(std::chrono::milliseconds(20)
 
 inline std::size_t gib(double n) { return static_cast<std::size_t>(n * (1ull << 30)); }
 inline std::size_t mib(double n) { return static_cast<std::size_t>(n * (1ull << 20)); }
+
+// What `call` writes to stderr (the sim's warnings), passed on to stderr too.
+template <typename F>
+std::string capture_stderr(F call) {
+  char path[] = "/tmp/sim_stderr_XXXXXX";
+  const int fd = mkstemp(path);
+  SIM_CHECK(fd >= 0);
+  const int saved = dup(2);
+  dup2(fd, 2);
+  call();
+  dup2(saved, 2);
+  close(saved);
+  close(fd);
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  unlink(path);
+  std::fprintf(stderr, "%s", text.str().c_str());
+  return text.str();
+}
+
+// How many times `needle` occurs in `text`.
+inline int count_of(const std::string& text, const char* needle) {
+  int n = 0;
+  for (std::size_t pos = 0; (pos = text.find(needle, pos)) != std::string::npos; ++pos) ++n;
+  return n;
+}
 
 // Resident set size of this process, in bytes.
 inline std::size_t rss_bytes() {
