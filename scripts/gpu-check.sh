@@ -345,6 +345,25 @@ probe_check() {
 probe_check sim.page_model "$apps/sim_page_probe"
 probe_check sim.driver_facts "$apps/sim_driver_probe"
 
+# What each call of the sim's cost table (tests/sim/costs, SIMCUDA_COSTS)
+# costs the host on this device: sim_cost_probe times them and writes the
+# table, measured, to $out/sim_costs_measured.json. The shipped h100 table
+# holds published A100 figures until then: a session with an H100 commits
+# that file as tests/sim/costs/h100.json, keeping the device, driver and
+# date the probe wrote into it. (On the sim the figures are the sim's own.)
+cost_probe_check() {
+  local name=sim.costs
+  wanted "$name" || return 0
+  local d=$out/$name
+  fresh "$d"
+  if ! timeout "$(limit 120)" "$apps/sim_cost_probe" "$out/sim_costs_measured.json" >"$d/stdout" 2>&1; then
+    fail "$name" "the probe failed: $(last_line "$d/stdout")"
+    return
+  fi
+  pass "$name" "$(tail -n 1 "$d/stdout" | cut -c1-1500)"
+}
+cost_probe_check
+
 # --- PyTorch ----------------------------------------------------------------
 torch_checks() {
   local t=$out/torch train=$gpu_dir/torch_train.py

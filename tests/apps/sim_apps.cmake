@@ -137,3 +137,20 @@ foreach(_mode h100 off file bad-name bad-call bad-json)
 endforeach()
 # Device faults: memory given back under queued work (tests/sim/driver/drv_copy.cpp).
 sim_app(sim_device_fault DRIVER ENV SIMCUDA_ASYNC_LATENCY_US=20000 TIMEOUT 60)
+# The probe of the cost table: on a GPU (scripts/gpu-check.sh, sim.costs) the
+# figures the table should hold; here, run once without a table (the sim's
+# own time per call) and once charging the shipped h100 table, every median
+# must come out at or above the table's figure and not far above the two
+# together (tests/apps/check_sim_costs.py).
+find_package(Python3 COMPONENTS Interpreter REQUIRED)
+cumemtrace_add_cuda_app(sim_cost_probe sim_cost_probe.cpp DRIVER)
+target_include_directories(sim_cost_probe PRIVATE ${_sim_test_include})
+add_dependencies(sim_cost_probe simcuda_runtime simcuda_driver)
+set(_probe_out ${CMAKE_CURRENT_BINARY_DIR}/sim_cost_probe)
+add_test(NAME sim_cost_probe.h100 COMMAND sh -c
+  "SIMCUDA_COSTS=off \"$1\" \"$2.off.json\" && SIMCUDA_COSTS=h100 \"$1\" \"$2.h100.json\" && \"$3\" \"$4\" \"$5\" \"$2.h100.json\" --baseline \"$2.off.json\""
+  sh $<TARGET_FILE:sim_cost_probe> ${_probe_out}
+  ${Python3_EXECUTABLE} ${CMAKE_CURRENT_SOURCE_DIR}/check_sim_costs.py
+  ${CMAKE_CURRENT_SOURCE_DIR}/../sim/costs/h100.json)
+set_tests_properties(sim_cost_probe.h100 PROPERTIES LABELS sim TIMEOUT 120 ENVIRONMENT
+  "LD_LIBRARY_PATH=${SIMCUDA_LIBRARY_DIR}")
