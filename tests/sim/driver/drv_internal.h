@@ -215,6 +215,14 @@ struct Op {
   std::function<void()> fn;
   std::vector<std::pair<std::shared_ptr<Stream>, std::uint64_t>> deps;
   bool pays_latency = false;  // "kernel-like" work: memset, memcpy, host fn
+  // Bookkeeping only (an event record, a wait): on an idle stream whose
+  // dependencies are met it completes at once, in the enqueuing call, as a
+  // GPU completes such a command on an idle stream within microseconds;
+  // waking the stream's worker thread for it would cost the host tens of
+  // microseconds on a two-core machine, which no GPU charges, and would
+  // leave an event recorded on an idle stream pending for a moment that
+  // depends on the scheduler.
+  bool bookkeeping = false;
 };
 
 struct Stream : std::enable_shared_from_this<Stream> {

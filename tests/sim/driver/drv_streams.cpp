@@ -179,13 +179,24 @@ std::uint64_t enqueue(const std::shared_ptr<Stream>& s, Op op, bool* behind) {
     std::lock_guard<std::mutex> lk(l->mu);
     if (l->submitted > l->completed) op.deps.emplace_back(c->legacy, l->submitted);
   }
+  if (op.bookkeeping) {
+    std::erase_if(op.deps, [](const auto& dep) { return dep.first->is_done(dep.second); });
+  }
   const bool has_deps = !op.deps.empty();
   std::uint64_t seq;
+  bool now = false;
   {
     std::lock_guard<std::mutex> lk(s->mu);
     if (behind) *behind = has_deps || s->submitted > s->completed;
     seq = ++s->submitted;
-    s->queue.push_back(std::move(op));
+    now = op.bookkeeping && !has_deps && s->queue.empty() && s->completed + 1 == seq;
+    if (!now) s->queue.push_back(std::move(op));
+  }
+  if (now) {
+    // Still under the context's lock, so no other enqueue comes between.
+    if (op.fn) op.fn();
+    std::lock_guard<std::mutex> lk(s->mu);
+    ++s->completed;
   }
   s->cv.notify_all();
   return seq;
@@ -307,6 +318,7 @@ CUresult stream_wait_event(CUstream h, CUevent ev, unsigned flags, bool pt) {
     if (!e->recorded) return charged(Cost::StreamWaitEvent, 0, CUDA_SUCCESS);
     op.deps.emplace_back(e->stream, e->seq);
   }
+  op.bookkeeping = true;
   enqueue(s, std::move(op));
   return charged(Cost::StreamWaitEvent, 0, CUDA_SUCCESS);
 }
@@ -324,6 +336,7 @@ CUresult record(CUevent ev, CUstream h, unsigned flags, bool pt) {
     e->done_stamp = false;
   }
   Op op;
+  op.bookkeeping = true;
   op.fn = [e, gen] {
     std::lock_guard<std::mutex> lk(e->mu);
     if (e->gen == gen) {
