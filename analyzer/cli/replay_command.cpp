@@ -67,6 +67,7 @@ Json render_json(const ReplayTrace& trace, const std::string& conf, const pool::
   j["segments_allocated"] = r.upstream_allocs;
   j["segments_freed"] = r.upstream_frees;
   j["synchronizes"] = r.synchronizes;
+  j["orderings"] = r.orderings;
   j["fragmentation_at_peak"] = fragmentation_json(r.at_peak);
   j["fragmentation_at_end"] = fragmentation_json(r.at_end);
   j["min_capacity"] = m.found ? Json(m.capacity) : Json(nullptr);
@@ -134,7 +135,7 @@ std::string render_text(const ReplayTrace& trace, const std::string& conf, const
     out << "  the run's failed requests: " << r.probes << " tried again, " << r.failed_probes << " not served\n";
   }
   out << "  segments:        " << r.upstream_allocs << " obtained, " << r.upstream_frees << " given back, "
-      << r.synchronizes << " synchronisations\n";
+      << r.synchronizes << " synchronisations (the host waited), " << r.orderings << " orderings (it did not)\n";
   out << "  fragmentation at the reserved peak: " << fragmentation_text(r.at_peak) << "\n";
   out << "  fragmentation at the end:           " << fragmentation_text(r.at_end) << "\n";
   if (m.found) {

@@ -473,6 +473,7 @@ ReplayResult replay(const ReplayTrace& trace, const ReplayOptions& options) {
     result.upstream_allocs += dr.end.upstream_allocs;
     result.upstream_frees += dr.end.upstream_frees;
     result.synchronizes += dr.end.synchronizes;
+    result.orderings += dr.end.orderings;
   }
   return result;
 }

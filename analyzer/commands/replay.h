@@ -169,7 +169,8 @@ struct ReplayResult {
   std::uint64_t invalid_frees = 0;     // frees the pool refused (should be 0)
   std::uint64_t upstream_allocs = 0;   // segments obtained from the device
   std::uint64_t upstream_frees = 0;
-  std::uint64_t synchronizes = 0;
+  std::uint64_t synchronizes = 0;  // the host waited for the device
+  std::uint64_t orderings = 0;     // the pool ordered the device instead (no wait)
   // DESIGN.md's metrics, all devices pooled: when reserved memory peaked,
   // and after the last event.
   pool::FragmentationMetrics at_peak;

@@ -8,6 +8,7 @@
 #include "config/config.h"
 #include "common/diagnostics.h"
 #include "pool/glue/pool_glue.h"
+#include "pool/glue/device_order.h"
 #include "pool/glue/driver_upstream.h"
 #include "hooks/real_cuda.h"
 #include "signals/handlers.h"
@@ -231,6 +232,7 @@ void note_device_reset_done(int dev) noexcept {
 
 void note_stream_destroyed(std::uintptr_t stream) noexcept {
   if (!caching_pool()) return;
+  note_stream_destroyed(reinterpret_cast<void*>(stream));  // device_order.h: orderings stop waiting for it
   for_each_pool([](pool::DevicePool& pool, void* s) { pool.stream_destroyed(*static_cast<std::uintptr_t*>(s)); },
                 &stream);
 }

@@ -42,6 +42,8 @@ void* resolved() {
 std::span<const InterceptedSymbol> driver_symbols();      // hooks/driver.cpp
 std::span<const InterceptedSymbol> entry_point_symbols();  // hooks/entry_points.cpp
 std::span<const InterceptedSymbol> runtime_symbols();     // hooks/runtime.cpp
+// Stream and context creation, for the pool's ordering (pool/glue/device_order.h).
+std::span<const InterceptedSymbol> stream_symbols();      // hooks/streams.cpp
 // IPC handles, address ranges, pointer attributes (driver and runtime rows).
 std::span<const InterceptedSymbol> allocation_query_symbols();  // hooks/ipc.cpp
 

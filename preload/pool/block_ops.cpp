@@ -174,8 +174,38 @@ Block* add_free_tail(SubPool& sp, Segment* seg, DevicePtr addr, std::size_t size
   return result;
 }
 
-Block* make_free(SubPool& sp, Block* b) {
+Block* split_free(SubPool& sp, Block* f, DevicePtr at) {
+  if (at == f->addr) return f;
+  FreeSet& set = sp.free_sets[f->segment->kind];
+  Block* n = sp.new_block();
+  n->addr = at;
+  n->size = f->addr + f->size - at;
+  n->segment = f->segment;
+  n->prev = f;
+  n->next = f->next;
+  if (f->next) f->next->prev = n;
+  f->next = n;
+  n->state = BlockState::free;
+  f->size = at - f->addr;
+  reposition_shrunk(set, f);
+  n->where = set.insert(n).first;
+  sp.free_blocks.add(1);
+  // The largest free block did not grow; it may have been f.
+  sp.refresh_largest(f->segment->kind);
+  return n;
+}
+
+void stamp_pages(Segment* seg, DevicePtr addr, std::size_t size, std::uint64_t busy_until) {
+  if (!seg->expandable || busy_until == 0 || size == 0) return;
+  const DevicePtr base = seg->base();
+  const std::size_t g = seg->page_size;
+  for (std::size_t p = (addr - base) / g, end = (addr + size - base + g - 1) / g; p < end; ++p)
+    seg->page_busy[p] = std::max(seg->page_busy[p], busy_until);
+}
+
+Block* make_free(SubPool& sp, Block* b, std::uint64_t busy_until) {
   Segment* seg = b->segment;
+  stamp_pages(seg, b->addr, b->size, busy_until);
   FreeSet& set = sp.free_sets[seg->kind];
   set_used(sp, seg, seg->used - b->size);
   sp.free_bytes.add(b->size);
@@ -247,16 +277,16 @@ void make_fence_pending(SubPool& sp, Block* b, FenceHandle fence) {
   sp.pending.add(b->size);
 }
 
-std::size_t reclaim_synced(SubPool& sp, std::uint64_t completed) {
+std::size_t reclaim_synced(SubPool& sp, std::uint64_t ordered) {
   std::size_t bytes = 0;
-  while (sp.pending_head && sp.pending_head->ticket < completed) {
+  while (sp.pending_head && sp.pending_head->ticket < ordered) {
     Block* b = sp.pending_head;
     sp.pending_head = b->pending_next;
     if (!sp.pending_head) sp.pending_tail = nullptr;
     sp.pending_bytes[b->segment->kind] -= b->size;
     sp.pending.sub(b->size);
     bytes += b->size;
-    make_free(sp, b);
+    make_free(sp, b, b->ticket + 1);
   }
   return bytes;
 }
@@ -289,6 +319,7 @@ void attach_segment(SubPool& sp, Segment* seg) {
 std::string check_expandable(const Segment* seg) {
   const DevicePtr base = seg->base();
   const std::size_t page = seg->pages.empty() ? 0 : seg->size() / seg->pages.size();
+  if (seg->page_busy.size() != seg->pages.size()) return "expandable segment's busy stamps do not match its pages";
   if (page == 0 || seg->size() % seg->pages.size() != 0) {
     if (seg->size() == 0 && seg->mapped == 0) return {};
     return "expandable segment's page table does not match its extent";

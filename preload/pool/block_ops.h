@@ -48,17 +48,32 @@ Block* take_block(SubPool& sp, const SizePolicy& policy, Block* f, std::size_t r
 // merged with a free block before it. Returns the resulting free block.
 Block* add_free_tail(SubPool& sp, Segment* seg, DevicePtr addr, std::size_t size);
 
+// Splits free block `f` at `at` (inside it, 512-byte aligned): f keeps
+// [f->addr, at) and a new free block [at, end) is returned. The two are
+// adjacent free blocks until the caller takes the second; `at` == f->addr
+// returns f unchanged.
+Block* split_free(SubPool& sp, Block* f, DevicePtr at);
+
 // Turns an allocated or pending block into free space, merged with free
-// neighbours. Returns the resulting free block.
-Block* make_free(SubPool& sp, Block* b);
+// neighbours. Returns the resulting free block. `busy_until`: the sync
+// ticket stamp after which no device work uses the block's memory (0: none
+// does), kept per page in expandable segments.
+Block* make_free(SubPool& sp, Block* b, std::uint64_t busy_until);
+
+// Raises the busy stamp of the pages under [addr, addr+size) of an
+// expandable segment to `busy_until`.
+void stamp_pages(Segment* seg, DevicePtr addr, std::size_t size, std::uint64_t busy_until);
 
 // Marks a block the application freed as pending until sync ticket
 // `ticket` has completed (cudaFree semantics).
 void make_sync_pending(SubPool& sp, Block* b, std::uint64_t ticket);
 // Marks it pending behind a fence (a cross-stream cudaFreeAsync).
 void make_fence_pending(SubPool& sp, Block* b, FenceHandle fence);
-// Frees sync-pending blocks whose ticket is below `completed`; returns bytes.
-std::size_t reclaim_synced(SubPool& sp, std::uint64_t completed);
+// Frees sync-pending blocks whose ticket is below `ordered` (a
+// synchronisation or an ordering of the device began after their free);
+// returns bytes. Their pages stay busy until the ticket after theirs
+// completes.
+std::size_t reclaim_synced(SubPool& sp, std::uint64_t ordered);
 
 // Moves an application-freed block out of the live accounting.
 void unaccount_live(SubPool& sp, Block* b);

@@ -155,11 +155,11 @@ Allocation DevicePool::Impl::allocate(std::size_t size, bool stream_ordered, Str
   UpstreamResult error;
   {
     std::unique_lock lock(sp->mu);
-    // Frees that a synchronisation already covered rejoin the free space
-    // before placement (one load and a compare when there are none), so
-    // holes are reused before fresh space is carved.
-    if (sp->pending_head && sp->pending_head->ticket < sync_done_.load(std::memory_order_acquire))
-      detail::reclaim_synced(*sp, sync_done_.load(std::memory_order_acquire));
+    // Frees that a synchronisation or an ordering already covered rejoin
+    // the free space before placement (one load and a compare when there
+    // are none), so holes are reused before fresh space is carved.
+    if (sp->pending_head && sp->pending_head->ticket < reuse_done_.load(std::memory_order_acquire))
+      detail::reclaim_synced(*sp, reuse_done_.load(std::memory_order_acquire));
     Block* f = fit(*sp, kind, rounded, &error);
     if (!f && error.ok()) f = refill(*sp, kind, rounded, &error);
     if (f) return finish(*sp, f, rounded, size, stream_ordered);
@@ -186,32 +186,28 @@ Block* DevicePool::Impl::refill(SubPool& sp, PoolKind kind, std::size_t rounded,
     if (Block* f = fit(sp, kind, rounded, error)) return f;
     if (!error->ok()) return nullptr;
   }
-  // Pending frees could serve the request: one synchronisation makes all of
-  // them (in every sub-pool) reusable. Doing this before growing is what
-  // keeps a cudaMalloc/cudaFree loop at a constant footprint.
-  if (sp.pending_bytes[kind] >= rounded && synchronize_device().ok()) {
+  // Pending frees could serve the request: one ordering of the device makes
+  // all of them (in every sub-pool) reusable, without waiting for it (a
+  // synchronisation where the upstream cannot order). Doing this before
+  // growing is what keeps a cudaMalloc/cudaFree loop at a constant
+  // footprint. The tight policy does it before any growth: the blocks it
+  // frees may coalesce into room (varlen_workloads kv_cache: 66 MiB pending
+  // while a 220 MiB request raised the peak).
+  const bool tight = config_.segment_policy == SegmentPolicy::tight;
+  bool synchronized = false;
+  if ((sp.pending_bytes[kind] >= rounded || (tight && sp.pending_bytes[kind] > 0)) &&
+      order_device(&synchronized).ok()) {
     reclaim(sp);
-    trim_to_release_threshold(sp);
-    if (Block* f = fit(sp, kind, rounded, error)) return f;
-    if (!error->ok()) return nullptr;
-  }
-  // Tight: growth that would raise the peak of reserved memory waits for one
-  // synchronisation first when frees are pending here: the blocks it makes
-  // free may coalesce into room, or leave whole pages to give back before
-  // new ones are mapped (varlen_workloads kv_cache: 66 MiB pending while a
-  // 220 MiB request raised the peak).
-  if (config_.segment_policy == SegmentPolicy::tight && sp.pending_bytes[kind] > 0 &&
-      reserved_total_.load() + rounded > peak_reserved_.load() && synchronize_device().ok()) {
-    reclaim(sp);
+    trim_to_release_threshold(sp, synchronized);
     if (Block* f = fit(sp, kind, rounded, error)) return f;
     if (!error->ok()) return nullptr;
   }
   garbage_collect(sp, detail::SizePolicy::segment_size(rounded));
-  // The tight policy does not raise the peak of reserved memory while
-  // wholly free segments are cached: they go back first (their memory is
-  // what the new segment is made of). Below the peak, growth is free, so a
-  // steady state that fits under it never pays for the releases.
-  if (config_.segment_policy == SegmentPolicy::tight && !expandable_for(kind)) {
+  // The tight policy does not raise the peak of reserved memory while idle
+  // pages of expandable ranges are cached: they go back first (their memory
+  // is what the new segment is made of). Below the peak, growth is free, so
+  // a steady state that fits under it never pays for the releases.
+  if (tight && !expandable_for(kind)) {
     const std::size_t need = detail::SizePolicy::segment_size(rounded);
     const std::size_t now = reserved_total_.load();
     const std::size_t peak = peak_reserved_.load();
@@ -279,17 +275,16 @@ FreeResult DevicePool::Impl::free(DevicePtr ptr, bool stream_ordered, StreamHand
   if (sp->orphan) {
     // Nothing allocates here any more; the memory goes back once its segment
     // is empty (the upstream's release waits for the device).
-    detail::make_free(*sp, b);
+    detail::make_free(*sp, b, sync_begun_.load() + 1);
     if (detail::segment_is_free(seg)) {
       UpstreamResult ignored;
       release_segment(*sp, seg, &ignored);
     }
   } else if (stream_ordered && sp->stream_ordered && sp->stream == stream) {
     // Stream order protects it: later work on this stream runs after the
-    // work that used it. (Not giving its pages back, though: see
-    // unsynced_free_mark.)
-    sp->unsynced_free_mark = sync_begun_.load(std::memory_order_relaxed) + 1;
-    detail::make_free(*sp, b);
+    // work that used it. Its pages stay busy until an ordering or a
+    // synchronisation begun after now has completed.
+    detail::make_free(*sp, b, sync_begun_.load(std::memory_order_relaxed) + 1);
   } else if (stream_ordered) {
     // Freed in another stream's order: reusable here once that stream has
     // reached this point.
@@ -360,8 +355,10 @@ std::size_t DevicePool::Impl::block_size_for(std::size_t size) const {
 std::uint64_t DevicePool::Impl::sync_ticket() { return sync_begun_.fetch_add(1) + 1; }
 
 void DevicePool::Impl::device_synchronized(std::uint64_t ticket) {
-  std::uint64_t done = sync_done_.load();
-  while (done < ticket && !sync_done_.compare_exchange_weak(done, ticket)) {
+  for (std::atomic<std::uint64_t>* mark : {&reuse_done_, &sync_done_}) {
+    std::uint64_t done = mark->load();
+    while (done < ticket && !mark->compare_exchange_weak(done, ticket)) {
+    }
   }
 }
 
@@ -394,6 +391,7 @@ PoolStats DevicePool::Impl::stats() const {
   s.upstream_allocs = upstream_allocs_.load(std::memory_order_relaxed);
   s.upstream_frees = upstream_frees_.load(std::memory_order_relaxed);
   s.synchronizes = synchronizes_.load(std::memory_order_relaxed);
+  s.orderings = orderings_made_.load(std::memory_order_relaxed);
   s.ooms = ooms_.load(std::memory_order_relaxed);
   return s;
 }
@@ -439,7 +437,9 @@ Segment* DevicePool::Impl::new_segment() {
   seg->expandable = false;
   seg->mapped = 0;
   seg->va_size = 0;
+  seg->page_size = 0;
   seg->pages.clear();
+  seg->page_busy.clear();
   seg->runs.clear();
   seg->kind = detail::kLarge;
   seg->stream_ordered_memory = false;

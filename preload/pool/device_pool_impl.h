@@ -105,38 +105,56 @@ class DevicePool::Impl {
   // or the range is full (the caller falls back to ordinary segments).
   Block* grow_expandable(SubPool& sp, std::size_t rounded, UpstreamResult* error);
   UpstreamResult map_pages(SubPool& sp, Segment* seg, DevicePtr addr, std::size_t size);
+  UpstreamResult map_missing_pages(SubPool& sp, Segment* seg, std::size_t first_page, std::size_t end_page);
   std::size_t unmapped_bytes(const Segment* seg, DevicePtr addr, std::size_t size) const;
-  Block* prefer_mapped(SubPool& sp, Block* best, std::size_t rounded) const;
-  // Unmaps whole pages under free blocks (outside [keep_begin, keep_end))
-  // until `goal` bytes went back; returns the bytes unmapped.
+  // The mapped stretch of a free block where `rounded` bytes need no new
+  // page (split off at its start), the smallest such block; null if none.
+  Block* mapped_stretch(SubPool& sp, PoolKind kind, std::size_t rounded);
+  // Unmaps whole idle pages under free blocks (outside [keep_begin,
+  // keep_end)) until `goal` bytes went back; returns the bytes unmapped.
+  // `keep`: the physical memory stays with the upstream for the map that
+  // follows (a move), rather than going back to the driver.
   std::size_t unmap_free_pages(SubPool& sp, Segment* seg, std::size_t goal, DevicePtr keep_begin,
-                               DevicePtr keep_end, UpstreamResult* first_error);
-  // synchronized: the device was synchronised since the pages' blocks were
-  // freed (Upstream::unmap_synchronized), else the upstream waits itself.
+                               DevicePtr keep_end, UpstreamResult* first_error, bool keep = false);
   void unmap_run(SubPool& sp, Segment* seg, std::size_t first_page, std::size_t end_page,
-                 UpstreamResult* first_error, bool synchronized);
-  // A wholly free expandable segment: everything unmapped, the range returned.
+                 UpstreamResult* first_error, bool keep);
+  // A wholly free expandable segment: everything unmapped (after a
+  // synchronisation if some page is still busy), the range returned.
   void release_expandable(SubPool& sp, Segment* seg, UpstreamResult* first_error);
+  bool page_idle(const Segment* seg, std::size_t page) const {
+    return seg->page_busy[page] <= sync_done_.load(std::memory_order_acquire);
+  }
 
   // --- giving memory back (release.cpp) ---
   std::size_t reclaim(SubPool& sp);
   std::size_t reclaim_fences(SubPool& sp);
   // Bytes in sp's wholly free segments.
   static std::size_t whole_free_bytes(const SubPool& sp);
-  void trim_to_release_threshold(SubPool& sp);
-  // Gives back whole free segments of sp (and free tails of expandable
+  // `synchronized`: the pool just synchronised the device.
+  void trim_to_release_threshold(SubPool& sp, bool synchronized);
+  // Whether a mapped page under a free block of sp may still be in use.
+  bool busy_free_pages(const SubPool& sp) const;
+  // Whether an ordering could let make_room give more pages back: frees
+  // pending in a sub-pool with an expandable range, or busy free pages.
+  bool idle_pages_would_help(SubPool& sp);
+  // How a release may give memory back. `step`: on the program's step
+  // path, where the host must never wait for the device: only idle pages of
+  // expandable segments are unmapped (an ordinary segment's cuMemFree
+  // synchronises the device). `wait`: off it (the ladder, an explicit
+  // trim, a destroyed stream), where whole free segments go back too.
+  enum class Release : std::uint8_t { step, step_keep, wait };
+  // Gives back whole free segments of sp (and free pages of expandable
   // ones) until `goal` bytes went back; returns the bytes released.
-  std::size_t release_free(SubPool& sp, std::size_t goal, UpstreamResult* first_error);
+  std::size_t release_free(SubPool& sp, std::size_t goal, UpstreamResult* first_error, Release how);
   // The same in other sub-pools than `self` (whose lock the caller holds),
   // each only if its lock is free at once.
-  std::size_t release_elsewhere(SubPool& self, std::size_t goal);
+  std::size_t release_elsewhere(SubPool& self, std::size_t goal, Release how);
   // The tight policy's guard, before growth that would raise the peak of
-  // reserved memory by `goal`: free pages of `seg` outside [keep_begin,
-  // keep_end) (or, with seg null, sp's whole free segments), then other
-  // sub-pools' cache; then, if frees are pending anywhere, one
-  // synchronisation and the same again (sp's own pending blocks are
-  // reclaimed only when seg is null: a block of seg is being mapped).
-  // Returns the bytes given back.
+  // reserved memory by `goal`: idle free pages of `seg` outside
+  // [keep_begin, keep_end) (kept for the map that follows), or with seg
+  // null idle pages of sp's expandable range, then other sub-pools'. Never
+  // waits for the device: pages whose last use may still be queued stay,
+  // and the pool grows instead. Returns the bytes given back.
   std::size_t make_room(SubPool& sp, std::size_t goal, Segment* seg, DevicePtr keep_begin, DevicePtr keep_end);
   // freed_by_reset: the memory is gone already (a device reset freed it);
   // only the records and the observer are told.
@@ -151,6 +169,14 @@ class DevicePool::Impl {
   Allocation borrow_from_other_sub_pools(const SubPool& sp, PoolKind kind, std::size_t size, std::size_t rounded,
                                          bool stream_ordered);
   UpstreamResult synchronize_device();
+  // Makes every block freed so far reusable without waiting
+  // (Upstream::order_device), or synchronises where the upstream cannot
+  // order the device. Its fence says later when that work has completed.
+  // *synchronized (optional): set when it had to synchronise.
+  UpstreamResult order_device(bool* synchronized = nullptr);
+  // Advances sync_done_ past the orderings whose fences completed (queries
+  // them; never waits).
+  void poll_orderings();
   std::size_t largest_mapped_free() const;
   OomReport make_report(std::size_t size, std::size_t rounded, bool stream_ordered,
                         StreamHandle stream, UpstreamResult error);
@@ -202,16 +228,27 @@ class DevicePool::Impl {
   std::vector<std::unique_ptr<Segment[]>> segment_chunks_;  // segments_mu_
   Segment* spare_segments_ = nullptr;                       // segments_mu_
 
-  // Sync tickets: a block freed when sync_begun_ was T is safe once
-  // sync_done_ > T (a synchronisation that began after the free finished).
+  // Sync tickets. A block freed when sync_begun_ was T may be handed out
+  // again once reuse_done_ > T (a synchronisation, or an ordering of the
+  // device, began after the free), and its pages unmapped once sync_done_ >
+  // T (such a synchronisation or ordering has completed on the device).
   std::atomic<std::uint64_t> sync_begun_{0};
+  std::atomic<std::uint64_t> reuse_done_{0};
   std::atomic<std::uint64_t> sync_done_{0};
+  // Orderings whose fences have not been seen complete, oldest first
+  // (upstream_mu_). A later one completes only after the earlier ones.
+  struct Ordering {
+    std::uint64_t ticket;
+    FenceHandle fence;
+  };
+  std::vector<Ordering> orderings_;
 
   std::atomic<std::size_t> reserved_total_{0};
   std::atomic<std::size_t> peak_reserved_{0};
   std::atomic<std::uint64_t> upstream_allocs_{0};
   std::atomic<std::uint64_t> upstream_frees_{0};
   std::atomic<std::uint64_t> synchronizes_{0};
+  std::atomic<std::uint64_t> orderings_made_{0};
   std::atomic<std::uint64_t> ooms_{0};
   std::size_t device_total_ = 0;  // upstream_mu_; 0 until asked
 };

@@ -11,6 +11,13 @@ namespace cumemtrace::pool {
 void DevicePool::Impl::device_reset() {
   std::lock_guard slow(slow_mu_);
   std::lock_guard streams(streams_mu_);
+  {
+    // The reset ended the work the orderings waited for and destroyed their
+    // events: dropped, not destroyed, and no memory is busy any more.
+    std::lock_guard lock(upstream_mu_);
+    orderings_.clear();
+  }
+  device_synchronized(sync_begun_.fetch_add(1) + 1);
   for_each_sub_pool([&](SubPool& sp) {
     std::lock_guard lock(sp.mu);
     // Nothing is left to wait for: the reset tore down the device work that
@@ -20,7 +27,7 @@ void DevicePool::Impl::device_reset() {
     for (Block* b : sp.fenced) {
       sp.pending_bytes[b->segment->kind] -= b->size;
       sp.pending.sub(b->size);
-      detail::make_free(sp, b);
+      detail::make_free(sp, b, 0);
     }
     sp.fenced.clear();
     UpstreamResult ignored;
@@ -35,7 +42,7 @@ void DevicePool::Impl::device_reset() {
           if (b->state == detail::BlockState::allocated) live.push_back(b);
         for (Block* b : live) {
           detail::unaccount_live(sp, b);
-          detail::make_free(sp, b);
+          detail::make_free(sp, b, 0);
         }
         // Ordinary segments were freed by the reset itself; an expandable
         // range was not, so the pool unmaps and returns it.
@@ -48,7 +55,7 @@ void DevicePool::Impl::device_reset() {
           if (b->state == detail::BlockState::allocated && !b->stream_ordered) borrowed.push_back(b);
         for (Block* b : borrowed) {
           detail::unaccount_live(sp, b);
-          detail::make_free(sp, b);
+          detail::make_free(sp, b, 0);
         }
       }
       seg = next;
@@ -60,7 +67,7 @@ void DevicePool::Impl::device_reset() {
       sp.orphan = true;
       orphans_.push_back(&sp);
     }
-    release_free(sp, kUnlimited, &ignored);
+    release_free(sp, kUnlimited, &ignored, Release::wait);
     if (sp.expandable && detail::segment_is_free(sp.expandable)) release_expandable(sp, sp.expandable, &ignored);
   });
   streams_.clear();

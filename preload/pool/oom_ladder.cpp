@@ -22,7 +22,7 @@ void DevicePool::Impl::garbage_collect(SubPool& sp, std::size_t needed) {
   const std::size_t after = saturating_add(reserved_total_.load(std::memory_order_relaxed), needed);
   if (after <= limit) return;
   UpstreamResult ignored;
-  release_free(sp, after - limit, &ignored);
+  release_free(sp, after - limit, &ignored, Release::wait);
 }
 
 Allocation DevicePool::Impl::out_of_memory_ladder(SubPool& sp, PoolKind kind, std::size_t size,
@@ -94,7 +94,7 @@ void DevicePool::Impl::release_everywhere() {
     std::lock_guard lock(other.mu);
     reclaim(other);
     UpstreamResult ignored;
-    release_free(other, kUnlimited, &ignored);
+    release_free(other, kUnlimited, &ignored, Release::wait);
   });
 }
 
@@ -108,6 +108,55 @@ UpstreamResult DevicePool::Impl::synchronize_device() {
   synchronizes_.fetch_add(1, std::memory_order_relaxed);
   if (r.ok()) device_synchronized(ticket);
   return r;
+}
+
+UpstreamResult DevicePool::Impl::order_device(bool* synchronized) {
+  if (synchronized) *synchronized = false;
+  const std::uint64_t ticket = sync_begun_.fetch_add(1) + 1;
+  FenceHandle fence = 0;
+  UpstreamResult r;
+  {
+    std::lock_guard lock(upstream_mu_);
+    r = upstream_.order_device(&fence);
+    if (r.ok()) {
+      // Completion is what unmapping needs, and a later fence completes
+      // only after the earlier ones: a long queue (a device far behind)
+      // keeps its newest fences and lets the oldest go.
+      constexpr std::size_t kMaxOrderings = 32;
+      if (orderings_.size() == kMaxOrderings) {
+        upstream_.destroy_fence(orderings_.front().fence);
+        orderings_.erase(orderings_.begin());
+      }
+      orderings_.push_back({ticket, fence});
+    }
+  }
+  if (!r.ok()) {
+    if (synchronized) *synchronized = true;
+    return synchronize_device();
+  }
+  orderings_made_.fetch_add(1, std::memory_order_relaxed);
+  std::uint64_t done = reuse_done_.load();
+  while (done < ticket && !reuse_done_.compare_exchange_weak(done, ticket)) {
+  }
+  return r;
+}
+
+void DevicePool::Impl::poll_orderings() {
+  std::uint64_t completed = 0;
+  {
+    std::lock_guard lock(upstream_mu_);
+    // Newest first: its completion implies all the others'.
+    std::size_t done = 0;
+    for (std::size_t i = orderings_.size(); i-- > 0;) {
+      if (upstream_.query_fence(orderings_[i].fence) != FenceState::complete) continue;
+      completed = orderings_[i].ticket;
+      done = i + 1;
+      break;
+    }
+    for (std::size_t i = 0; i < done; ++i) upstream_.destroy_fence(orderings_[i].fence);
+    orderings_.erase(orderings_.begin(), orderings_.begin() + static_cast<std::ptrdiff_t>(done));
+  }
+  if (completed != 0) device_synchronized(completed);
 }
 
 // The largest free block that could be handed out without new memory,

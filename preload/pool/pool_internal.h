@@ -82,7 +82,13 @@ struct Segment {
   bool expandable = false;
   std::size_t mapped = 0;
   std::size_t va_size = 0;
+  std::size_t page_size = 0;
   std::vector<bool> pages;
+  // Per page: the sync ticket stamp after which no device work uses it
+  // (idle once the pool's completed ticket reached it; 0: never used since
+  // mapped). Set when a block over it becomes free; only idle pages are
+  // unmapped, because cuMemUnmap does not wait for queued work.
+  std::vector<std::uint64_t> page_busy;
   std::map<DevicePtr, std::size_t> runs;
 
   DevicePtr base() const { return range.base.load(std::memory_order_relaxed); }
@@ -119,13 +125,6 @@ struct alignas(64) SubPool {
   std::size_t pending_bytes[2] = {0, 0};
   Segment* segments = nullptr;
   Segment* expandable = nullptr;  // this sub-pool's growing range for large blocks
-  // 1 + the sync ticket begun when a block was last freed in this stream's
-  // own order (free at once, while the device may still run work on it); 0:
-  // never. Pages under free blocks need a synchronisation before they are
-  // unmapped only while this is above sync_done: every other free block
-  // became free through a synchronisation or a completed fence.
-  std::uint64_t unsynced_free_mark = 0;
-
   // Block records: a free list refilled a chunk at a time, so splitting a
   // block does not call malloc.
   Block* spare_blocks = nullptr;

@@ -11,20 +11,27 @@
 namespace cumemtrace::pool {
 
 std::size_t DevicePool::Impl::reclaim(SubPool& sp) {
-  std::size_t bytes = detail::reclaim_synced(sp, sync_done_.load(std::memory_order_acquire));
+  std::size_t bytes = detail::reclaim_synced(sp, reuse_done_.load(std::memory_order_acquire));
   if (!sp.fenced.empty()) bytes += reclaim_fences(sp);
   return bytes;
 }
 
 std::size_t DevicePool::Impl::reclaim_fences(SubPool& sp) {
-  const std::uint64_t done = sync_done_.load(std::memory_order_acquire);
+  const std::uint64_t ordered = reuse_done_.load(std::memory_order_acquire);
   std::size_t bytes = 0;
   for (std::size_t i = 0; i < sp.fenced.size();) {
     Block* b = sp.fenced[i];
-    bool safe = b->ticket < done;  // a synchronisation covered it
+    // A synchronisation or an ordering covered it (its pages then stay busy
+    // until that completes), or its stream got past the free, and with it
+    // every use the program ordered before the free: idle.
+    bool safe = b->ticket < ordered;
+    std::uint64_t busy_until = b->ticket + 1;
     {
       std::lock_guard lock(upstream_mu_);
-      if (!safe) safe = upstream_.query_fence(b->fence) == FenceState::complete;
+      if (!safe && upstream_.query_fence(b->fence) == FenceState::complete) {
+        safe = true;
+        busy_until = 0;
+      }
       if (safe) upstream_.destroy_fence(b->fence);
     }
     if (!safe) {
@@ -36,9 +43,23 @@ std::size_t DevicePool::Impl::reclaim_fences(SubPool& sp) {
     sp.pending_bytes[b->segment->kind] -= b->size;
     sp.pending.sub(b->size);
     bytes += b->size;
-    detail::make_free(sp, b);
+    detail::make_free(sp, b, busy_until);
   }
   return bytes;
+}
+
+bool DevicePool::Impl::busy_free_pages(const SubPool& sp) const {
+  for (const Segment* seg = sp.segments; seg; seg = seg->next_in_pool) {
+    if (!seg->expandable) continue;
+    for (const Block* b = seg->first; b; b = b->next) {
+      if (b->state != detail::BlockState::free) continue;
+      const std::size_t g = seg->page_size;
+      for (std::size_t p = (b->addr - seg->base()) / g, end = (b->addr + b->size - seg->base() + g - 1) / g; p < end;
+           ++p)
+        if (seg->pages[p] && !page_idle(seg, p)) return true;
+    }
+  }
+  return false;
 }
 
 std::size_t DevicePool::Impl::whole_free_bytes(const SubPool& sp) {
@@ -50,21 +71,27 @@ std::size_t DevicePool::Impl::whole_free_bytes(const SubPool& sp) {
   return bytes;
 }
 
-void DevicePool::Impl::trim_to_release_threshold(SubPool& sp) {
+void DevicePool::Impl::trim_to_release_threshold(SubPool& sp, bool synchronized) {
   if (config_.release_threshold == kUnlimited) return;
   const std::size_t cached = whole_free_bytes(sp);
   if (cached <= config_.release_threshold) return;
   UpstreamResult ignored;
-  release_free(sp, cached - config_.release_threshold, &ignored);
+  // Right after a synchronisation the device is idle, and an ordinary
+  // segment's cuMemFree waits for nothing; else only idle pages go.
+  release_free(sp, cached - config_.release_threshold, &ignored, synchronized ? Release::wait : Release::step);
 }
 
-std::size_t DevicePool::Impl::release_free(SubPool& sp, std::size_t goal, UpstreamResult* first_error) {
+std::size_t DevicePool::Impl::release_free(SubPool& sp, std::size_t goal, UpstreamResult* first_error,
+                                           Release how) {
+  // Off the step path every free page may go: one synchronisation first if
+  // some are still busy.
+  if (how == Release::wait && busy_free_pages(sp)) synchronize_device();
   std::size_t released = 0;
   for (Segment* seg = sp.segments; seg && released < goal;) {
     Segment* next = seg->next_in_pool;
     if (seg->expandable) {
-      released += unmap_free_pages(sp, seg, goal - released, 0, 0, first_error);
-    } else if (detail::segment_is_free(seg)) {
+      released += unmap_free_pages(sp, seg, goal - released, 0, 0, first_error, how == Release::step_keep);
+    } else if (how == Release::wait && detail::segment_is_free(seg)) {
       released += seg->backed();
       release_segment(sp, seg, first_error);
     }
@@ -84,7 +111,7 @@ std::size_t DevicePool::Impl::release_free(SubPool& sp, std::size_t goal, Upstre
 // deadlock, and a busy sub-pool is simply skipped. Its pending blocks that a
 // synchronisation or fence already covered are reclaimed first; the others
 // stay (the caller asked for no synchronisation).
-std::size_t DevicePool::Impl::release_elsewhere(SubPool& self, std::size_t goal) {
+std::size_t DevicePool::Impl::release_elsewhere(SubPool& self, std::size_t goal, Release how) {
   std::size_t released = 0;
   UpstreamResult ignored;
   for_each_sub_pool([&](SubPool& other) {
@@ -92,32 +119,46 @@ std::size_t DevicePool::Impl::release_elsewhere(SubPool& self, std::size_t goal)
     std::unique_lock lock(other.mu, std::try_to_lock);
     if (!lock) return;
     reclaim(other);
-    released += release_free(other, goal - released, &ignored);
+    released += release_free(other, goal - released, &ignored, how);
   });
   return released;
 }
 
 std::size_t DevicePool::Impl::make_room(SubPool& sp, std::size_t goal, Segment* seg, DevicePtr keep_begin,
                                         DevicePtr keep_end) {
+  // Frees pending anywhere become free once the device is ordered, and the
+  // busy pages of free blocks idle once it has run that far: without
+  // waiting, the ordering helps later calls (or this one, where its work
+  // is done already); where the upstream cannot order, it synchronises and
+  // both hold at once. Only pages can go back on the step path, so only
+  // they make it worth an ordering.
+  if (vm_granularity_ != 0 && idle_pages_would_help(sp)) order_device();
+  // Pages whose last use completed since we last looked are idle now.
+  poll_orderings();
   UpstreamResult ignored;
-  auto release = [&](std::size_t want) {
-    std::size_t got = seg ? unmap_free_pages(sp, seg, want, keep_begin, keep_end, &ignored)
-                          : release_free(sp, want, &ignored);
-    if (got < want) got += release_elsewhere(sp, want - got);
-    return got;
-  };
-  std::size_t released = release(goal);
-  if (released >= goal) return released;
-  // Memory freed with cudaFree waits for a synchronisation; at the peak one
-  // is worth it: what it frees may be whole pages or segments.
-  std::size_t pending = 0;
-  for_each_sub_pool([&](SubPool& other) { pending += other.pending.get(); });
-  if (pending == 0 || !synchronize_device().ok()) return released;
-  // Not sp's own pending blocks while a block of it is being mapped (seg
-  // set): reclaiming could merge that block into a neighbour under the
-  // caller's feet. Other sub-pools reclaim in release_elsewhere.
-  if (!seg) reclaim(sp);
-  return released + release(goal - released);
+  // Moving pages (seg set): their memory stays with the upstream for the
+  // map that follows. Making room for an ordinary segment: it goes back to
+  // the driver, which serves that segment from it.
+  const Release how = seg ? Release::step_keep : Release::step;
+  std::size_t released = seg ? unmap_free_pages(sp, seg, goal, keep_begin, keep_end, &ignored, true)
+                             : release_free(sp, goal, &ignored, how);
+  if (released < goal) released += release_elsewhere(sp, goal - released, how);
+  return released;
+}
+
+bool DevicePool::Impl::idle_pages_would_help(SubPool& sp) {
+  bool could_help = false;
+  for_each_sub_pool([&](SubPool& other) {
+    if (could_help) return;
+    // Pending blocks a synchronisation or ordering covered already need
+    // none: the next reclaim frees them.
+    const bool uncovered = (other.pending_tail && other.pending_tail->ticket >= reuse_done_.load()) ||
+                           !other.fenced.empty();
+    if (uncovered && other.expandable) could_help = true;
+    else if (&other == &sp) could_help = busy_free_pages(other);
+    else if (std::unique_lock lock(other.mu, std::try_to_lock); lock) could_help = busy_free_pages(other);
+  });
+  return could_help;
 }
 
 void DevicePool::Impl::release_segment(SubPool& sp, Segment* seg, UpstreamResult* first_error,
@@ -153,7 +194,7 @@ UpstreamResult DevicePool::Impl::release_cached() {
   for_each_sub_pool([&](SubPool& sp) {
     std::lock_guard lock(sp.mu);
     reclaim(sp);
-    release_free(sp, kUnlimited, &first);
+    release_free(sp, kUnlimited, &first, Release::wait);
     if (sp.expandable && detail::segment_is_free(sp.expandable)) release_expandable(sp, sp.expandable, &first);
   });
   return first;
@@ -170,7 +211,7 @@ void DevicePool::Impl::stream_destroyed(StreamHandle stream) {
   std::lock_guard sub_lock(sp->mu);
   sp->orphan = true;
   UpstreamResult ignored;
-  release_free(*sp, kUnlimited, &ignored);
+  release_free(*sp, kUnlimited, &ignored, Release::wait);
   if (sp->expandable && detail::segment_is_free(sp->expandable)) release_expandable(*sp, sp->expandable, &ignored);
 }
 

@@ -108,13 +108,40 @@ UpstreamResult SimulatedUpstream::release_range(DevicePtr base, std::size_t size
 
 UpstreamResult SimulatedUpstream::map(DevicePtr, std::size_t size) {
   if (!vm_) return UpstreamResult::failure(1);
-  return take(size) ? UpstreamResult::success() : UpstreamResult::out_of_memory(kOutOfMemoryCode);
+  // Memory a move kept serves first (it is counted as used already).
+  const std::size_t reused = std::min(kept_, size);
+  if (reused < size && !take(size - reused)) return UpstreamResult::out_of_memory(kOutOfMemoryCode);
+  if (reused == size) ++allocate_calls_;
+  kept_ -= reused;
+  moved_bytes_ += reused;
+  mapped_bytes_ += size;
+  return UpstreamResult::success();
 }
 
 UpstreamResult SimulatedUpstream::unmap(DevicePtr, std::size_t size) {
   if (!vm_) return UpstreamResult::failure(1);
   used_ -= std::min(used_, size);
   ++release_calls_;
+  unmapped_bytes_ += size;
+  return UpstreamResult::success();
+}
+
+UpstreamResult SimulatedUpstream::unmap_keep(DevicePtr, std::size_t size) {
+  if (!vm_) return UpstreamResult::failure(1);
+  kept_ += size;
+  ++release_calls_;
+  unmapped_bytes_ += size;
+  return UpstreamResult::success();
+}
+
+void SimulatedUpstream::drop_kept() {
+  used_ -= std::min(used_, kept_);
+  kept_ = 0;
+}
+
+UpstreamResult SimulatedUpstream::order_device(FenceHandle* fence) {
+  ++order_calls_;
+  *fence = next_fence_++;
   return UpstreamResult::success();
 }
 

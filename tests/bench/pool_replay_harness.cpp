@@ -69,7 +69,8 @@ bool load(const char* path, std::vector<Event>* events, std::size_t* trace_peak_
 
 struct Result {
   std::size_t peak_requested = 0, peak_allocated = 0, peak_reserved = 0;
-  std::uint64_t ooms = 0, segments_in = 0, segments_out = 0, syncs = 0;
+  std::uint64_t ooms = 0, segments_in = 0, segments_out = 0, syncs = 0, orderings = 0;
+  std::size_t mapped = 0, unmapped = 0, moved = 0;
   PoolStats at_peak;  // the pool when reserved memory peaked
 };
 
@@ -108,6 +109,10 @@ Result replay(const std::vector<Event>& events, const PoolConfig& config, std::s
   r.segments_in = s.upstream_allocs;
   r.segments_out = s.upstream_frees;
   r.syncs = s.synchronizes;
+  r.orderings = s.orderings;
+  r.mapped = upstream.mapped_bytes();
+  r.unmapped = upstream.unmapped_bytes();
+  r.moved = upstream.moved_bytes();
   return r;
 }
 
@@ -159,10 +164,12 @@ int main(int argc, char** argv) {
       if (verbose) {
         const PoolStats& p = r.at_peak;
         std::printf("    at peak: allocated %.0f, inactive split %.0f, whole free segments %.0f, segments %zu, "
-                    "free blocks %zu, largest free %.0f MiB; %llu synchronisations, %llu segments given back\n",
+                    "free blocks %zu, largest free %.0f MiB; %llu synchronisations, %llu orderings, %llu segments "
+                    "given back; mapped %.0f MiB (%.0f MiB moved), unmapped %.0f MiB\n",
                     mib(p.allocated), mib(p.inactive_split), mib(p.cached_free - p.pending_free - p.inactive_split),
                     p.segments, p.free_blocks, mib(p.largest_free), static_cast<unsigned long long>(r.syncs),
-                    static_cast<unsigned long long>(r.segments_out));
+                    static_cast<unsigned long long>(r.orderings), static_cast<unsigned long long>(r.segments_out),
+                    mib(r.mapped), mib(r.moved), mib(r.unmapped));
       }
     }
   }

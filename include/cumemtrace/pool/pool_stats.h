@@ -27,7 +27,8 @@ struct PoolStats {
   std::size_t peak_reserved = 0;   // since construction or the last device_reset()
   std::uint64_t upstream_allocs = 0;  // segments obtained (allocate or map)
   std::uint64_t upstream_frees = 0;   // segments given back (release or unmap)
-  std::uint64_t synchronizes = 0;     // device-wide synchronisations the pool made
+  std::uint64_t synchronizes = 0;     // device-wide synchronisations the pool made (the host waited)
+  std::uint64_t orderings = 0;        // device-side orderings made instead (the host did not wait)
   std::uint64_t ooms = 0;             // failed requests
 };
 

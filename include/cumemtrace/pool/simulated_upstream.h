@@ -2,7 +2,7 @@
 // the pool's tuning harness) and for tests: a capacity in bytes (unlimited by
 // default), addresses handed out from a large fake address space, virtual
 // memory with a 2 MiB granularity, and no device work (synchronise is a
-// no-op, every fence is complete). Not thread-safe beyond what the pool
+// no-op, every fence and ordering is complete). Not thread-safe beyond what the pool
 // guarantees (it serialises calls that change memory per device).
 #pragma once
 
@@ -37,6 +37,11 @@ class SimulatedUpstream : public Upstream {
   UpstreamResult release_range(DevicePtr base, std::size_t size) override;
   UpstreamResult map(DevicePtr addr, std::size_t size) override;
   UpstreamResult unmap(DevicePtr addr, std::size_t size) override;
+  UpstreamResult unmap_keep(DevicePtr addr, std::size_t size) override;
+  void drop_kept() override;
+  std::size_t kept_bytes() override { return kept_; }
+  // Every fence is complete here, so an ordering is too.
+  UpstreamResult order_device(FenceHandle* fence) override;
 
   std::size_t capacity() const { return capacity_; }
   void set_capacity(std::size_t capacity) { capacity_ = capacity; }
@@ -45,6 +50,12 @@ class SimulatedUpstream : public Upstream {
   std::uint64_t allocate_calls() const { return allocate_calls_; }  // allocate + map
   std::uint64_t release_calls() const { return release_calls_; }    // release + unmap
   std::uint64_t synchronize_calls() const { return synchronize_calls_; }
+  std::uint64_t order_calls() const { return order_calls_; }
+  // Bytes mapped and unmapped, and how much of the mapped memory a move
+  // brought from elsewhere (unmap_keep, then map) rather than new.
+  std::size_t mapped_bytes() const { return mapped_bytes_; }
+  std::size_t unmapped_bytes() const { return unmapped_bytes_; }
+  std::size_t moved_bytes() const { return moved_bytes_; }
 
  private:
   bool take(std::size_t size);
@@ -58,6 +69,9 @@ class SimulatedUpstream : public Upstream {
   std::uint64_t allocate_calls_ = 0;
   std::uint64_t release_calls_ = 0;
   std::uint64_t synchronize_calls_ = 0;
+  std::uint64_t order_calls_ = 0;
+  std::size_t kept_ = 0;
+  std::size_t mapped_bytes_ = 0, unmapped_bytes_ = 0, moved_bytes_ = 0;
   std::uint64_t next_fence_ = 1;
   // Free address ranges (base → size), coalesced; first fit.
   std::map<DevicePtr, std::size_t> free_addresses_;

@@ -118,14 +118,39 @@ class Upstream {
     return UpstreamResult::failure(-1);
   }
   // Undo map() for exactly a range earlier mapped, or a granularity-aligned
-  // part of one (cuMemUnmap + cuMemRelease). Same safety rule as release().
+  // part of one (cuMemUnmap + cuMemRelease). The pool calls it only for
+  // pages no device work uses any more (their last use completed, as a
+  // fence or a synchronisation showed), so it must not wait for the device
+  // itself: cuMemUnmap does not wait for queued kernels either (an unmap
+  // under queued work is an illegal memory access, pytorch/pytorch#196258),
+  // and a wait here would stop the host from running ahead of the GPU.
   virtual UpstreamResult unmap(DevicePtr /*addr*/, std::size_t /*size*/) {
     return UpstreamResult::failure(-1);
   }
-  // The same, called right after synchronize() succeeded with no device
-  // work issued on these pages since: the upstream need not wait again, so
-  // many runs given back together cost one synchronisation.
-  virtual UpstreamResult unmap_synchronized(DevicePtr addr, std::size_t size) { return unmap(addr, size); }
+  // The same, but the physical memory is kept for the next map() (which then
+  // needs no cuMemCreate, and this no cuMemRelease): how the pool moves
+  // pages from free holes to where a request needs them. Memory kept and not
+  // mapped again goes back with drop_kept(). Default: a plain unmap.
+  virtual UpstreamResult unmap_keep(DevicePtr addr, std::size_t size) { return unmap(addr, size); }
+  virtual void drop_kept() {}
+  // Bytes kept by unmap_keep() and not mapped again yet: device memory that
+  // the driver's free figure does not show as free, but map() can use.
+  virtual std::size_t kept_bytes() { return 0; }
+
+  // --- Ordering without waiting (optional) ---
+  // Makes all device work issued after this call run after all device work
+  // issued before it, on every stream the pool's memory may be used on,
+  // without making the host wait (on a GPU: an event on each stream that the
+  // legacy default stream does not order, waited for by the legacy stream,
+  // whose own event each of those streams then waits for; CUDA Runtime API,
+  // "Stream synchronization behavior"). A block freed with cudaFree before
+  // the call can then be handed out again at once: whatever uses it next
+  // runs after whatever used it before, which is all that cudaFree's own
+  // synchronisation guaranteed. On success *fence completes (query_fence)
+  // when all the earlier work has finished, and later fences complete only
+  // after earlier ones; the pool destroys it. A failure means the upstream
+  // cannot order every stream here, and the pool synchronises instead.
+  virtual UpstreamResult order_device(FenceHandle* /*fence*/) { return UpstreamResult::failure(-1); }
 };
 
 }  // namespace cumemtrace::pool

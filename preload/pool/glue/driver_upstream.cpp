@@ -4,6 +4,7 @@
 
 #include "common/diagnostics.h"
 #include "hooks/real_cuda.h"
+#include "pool/glue/device_order.h"
 
 namespace cumemtrace::preload {
 namespace {
@@ -147,6 +148,7 @@ std::unique_ptr<DriverUpstream> DriverUpstream::create(int dev, bool vmm) {
   if (d.device_get.get()(&cu, dev) != CUDA_SUCCESS) return nullptr;
   if (d.primary_retain.get()(&primary, cu) != CUDA_SUCCESS) return nullptr;
   std::unique_ptr<DriverUpstream> up(new DriverUpstream(dev, cu, primary));
+  note_pool_device(dev);
   if (vmm && d.vmm_loaded()) {
     InContext in(primary);
     up->granularity_ = up->usable_vm_granularity();
@@ -177,7 +179,7 @@ std::size_t DriverUpstream::usable_vm_granularity() {
   granularity_ = g;
   refusal_reported_.store(true);  // the warning below says it once
   const bool mapped = map(static_cast<DevicePtr>(probe), g).ok();
-  if (mapped) unmap_pages(static_cast<DevicePtr>(probe), g);
+  if (mapped) unmap_pages(static_cast<DevicePtr>(probe), g, false);
   d.address_free.get()(probe, g);
   granularity_ = 0;
   refusal_reported_.store(false);
@@ -290,16 +292,38 @@ UpstreamResult DriverUpstream::synchronize() {
 UpstreamResult DriverUpstream::record_fence(pool::StreamHandle stream, pool::FenceHandle* fence) {
   CUstream s = nullptr;
   if (!driver_stream(stream, &s)) return UpstreamResult::failure(CUDA_ERROR_INVALID_HANDLE);
-  Driver& d = driver();
   InContext in(primary_);
-  CUevent event = nullptr;
-  // No timing: the cheapest event to record and query (cuEventCreate).
-  CUresult rc = d.event_create.get()(&event, CU_EVENT_DISABLE_TIMING);
-  if (rc != CUDA_SUCCESS) return result_of(rc);
-  rc = d.event_record.get()(event, s);
+  void* event = nullptr;
+  if (const UpstreamResult r = new_fence_event(&event); !r.ok()) return r;
+  const CUresult rc = driver().event_record.get()(static_cast<CUevent>(event), s);
   if (rc != CUDA_SUCCESS) {
-    d.event_destroy.get()(event);
+    destroy_fence(reinterpret_cast<pool::FenceHandle>(event));
     return result_of(rc);
+  }
+  *fence = reinterpret_cast<pool::FenceHandle>(event);
+  return UpstreamResult::success();
+}
+
+UpstreamResult DriverUpstream::new_fence_event(void** event) {
+  if (!spare_events_.empty()) {
+    *event = spare_events_.back();
+    spare_events_.pop_back();
+    return UpstreamResult::success();
+  }
+  CUevent e = nullptr;
+  // No timing: the cheapest event to record and query (cuEventCreate).
+  const CUresult rc = driver().event_create.get()(&e, CU_EVENT_DISABLE_TIMING);
+  if (rc == CUDA_SUCCESS) *event = e;
+  return result_of(rc);
+}
+
+UpstreamResult DriverUpstream::order_device(pool::FenceHandle* fence) {
+  InContext in(primary_);
+  void* event = nullptr;
+  if (const UpstreamResult r = new_fence_event(&event); !r.ok()) return r;
+  if (!order_device_work(dev_, primary_, event)) {
+    destroy_fence(reinterpret_cast<pool::FenceHandle>(event));
+    return UpstreamResult::failure(CUDA_ERROR_NOT_SUPPORTED);
   }
   *fence = reinterpret_cast<pool::FenceHandle>(event);
   return UpstreamResult::success();
@@ -315,6 +339,16 @@ pool::FenceState DriverUpstream::query_fence(pool::FenceHandle fence) {
 }
 
 void DriverUpstream::destroy_fence(pool::FenceHandle fence) {
+  // Kept for the next fence: recording an event again replaces its state
+  // (cuEventRecord), and nobody waits on a fence but the pool's queries.
+  constexpr std::size_t kSpareEvents = 64;
+  if (spare_events_.size() < kSpareEvents) {
+    try {
+      spare_events_.push_back(reinterpret_cast<void*>(fence));
+      return;
+    } catch (...) {
+    }
+  }
   driver().event_destroy.get()(reinterpret_cast<CUevent>(fence));
 }
 
@@ -334,9 +368,12 @@ UpstreamResult DriverUpstream::release_range(DevicePtr base, std::size_t size) {
 }
 
 // One physical allocation per page: the pool unmaps any granularity-aligned
-// part of what it mapped, and cuMemUnmap takes only whole mappings. Each
-// handle is released as soon as it is mapped; the driver frees the memory
-// when it is unmapped (cuMemRelease).
+// part of what it mapped, and cuMemUnmap takes only whole mappings. A page's
+// memory is held (handles_) until it is unmapped for good; memory that
+// unmap_keep() kept serves the next pages mapped before any cuMemCreate.
+// Access is granted once for the whole range (one cuMemSetAccess per call,
+// as PyTorch's expandable segments do: it costs per call, tens of µs, not
+// per byte; ../shared/research/vmm-costs.md).
 UpstreamResult DriverUpstream::map(DevicePtr addr, std::size_t size) {
   Driver& d = driver();
   InContext in(primary_);
@@ -350,53 +387,92 @@ UpstreamResult DriverUpstream::map(DevicePtr addr, std::size_t size) {
     access[1 + i].flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
   }
   const std::size_t descriptors = 1 + static_cast<std::size_t>(peer_count_);
-  for (std::size_t done = 0; done < size; done += granularity_) {
+  CUresult rc = CUDA_SUCCESS;
+  std::size_t done = 0;
+  for (; done < size; done += granularity_) {
     const CUdeviceptr page = static_cast<CUdeviceptr>(addr + done);
     CUmemGenericAllocationHandle handle = 0;
-    CUresult rc = d.mem_create.get()(&handle, granularity_, &prop, 0);
+    const bool reused = !kept_.empty();
+    if (reused) {
+      handle = kept_.back();
+      kept_.pop_back();
+    } else {
+      rc = d.mem_create.get()(&handle, granularity_, &prop, 0);
+      if (rc != CUDA_SUCCESS) break;
+    }
+    rc = d.mem_map.get()(page, granularity_, 0, handle, 0);
     if (rc == CUDA_SUCCESS) {
-      rc = d.mem_map.get()(page, granularity_, 0, handle, 0);
-      d.mem_release.get()(handle);
-      if (rc == CUDA_SUCCESS) {
-        rc = d.set_access.get()(page, granularity_, access, descriptors);
-        if (rc != CUDA_SUCCESS) d.mem_unmap.get()(page, granularity_);
+      try {
+        handles_.emplace(static_cast<DevicePtr>(page), handle);
+      } catch (...) {
+        d.mem_unmap.get()(page, granularity_);
+        rc = CUDA_ERROR_OUT_OF_MEMORY;
       }
     }
     if (rc != CUDA_SUCCESS) {
-      // Leave nothing half-made: the pool knows only whole successes.
-      if (done != 0) unmap_pages(addr, done);
-      if (rc != CUDA_ERROR_OUT_OF_MEMORY && !refusal_reported_.exchange(true)) {
-        // The pool stops growing expandable ranges (DevicePool's
-        // vmm_refused_); say why its memory use changes.
-        warn("the driver refused to map device memory on device %d (error %d); the pool uses ordinary "
-             "segments there from now on",
-             dev_, static_cast<int>(rc));
-      }
-      return result_of(rc);
+      if (reused) kept_.push_back(handle);
+      else d.mem_release.get()(handle);
+      break;
     }
+  }
+  if (rc == CUDA_SUCCESS) {
+    rc = d.set_access.get()(static_cast<CUdeviceptr>(addr), size, access, descriptors);
+  }
+  if (rc != CUDA_SUCCESS) {
+    // Leave nothing half-made: the pool knows only whole successes. What
+    // was mapped goes back to the kept memory (the pool drops it).
+    if (done != 0) unmap_pages(addr, done, true);
+    if (rc != CUDA_ERROR_OUT_OF_MEMORY && !refusal_reported_.exchange(true)) {
+      // The pool stops growing expandable ranges (DevicePool's
+      // vmm_refused_); say why its memory use changes.
+      warn("the driver refused to map device memory on device %d (error %d); the pool uses ordinary "
+           "segments there from now on",
+           dev_, static_cast<int>(rc));
+    }
+    return result_of(rc);
   }
   last_segment_api_ = "cuMemMap";
   return UpstreamResult::success();
 }
 
+// The pool unmaps only pages whose last use completed (upstream.h): no
+// synchronisation here, which would stop the host from running ahead.
 UpstreamResult DriverUpstream::unmap(DevicePtr addr, std::size_t size) {
   InContext in(primary_);
-  // Work issued before the free may still use these pages, and unmapping
-  // does not wait for it (unlike cuMemFree).
-  if (const CUresult rc = driver().ctx_synchronize.get()(); rc != CUDA_SUCCESS) return result_of(rc);
-  return unmap_pages(addr, size);
+  return unmap_pages(addr, size, false);
 }
 
-UpstreamResult DriverUpstream::unmap_synchronized(DevicePtr addr, std::size_t size) {
+UpstreamResult DriverUpstream::unmap_keep(DevicePtr addr, std::size_t size) {
   InContext in(primary_);
-  return unmap_pages(addr, size);
+  return unmap_pages(addr, size, true);
 }
 
-UpstreamResult DriverUpstream::unmap_pages(DevicePtr addr, std::size_t size) {
+void DriverUpstream::drop_kept() {
+  if (kept_.empty()) return;
+  InContext in(primary_);
+  for (CUmemGenericAllocationHandle handle : kept_) driver().mem_release.get()(handle);
+  kept_.clear();
+}
+
+UpstreamResult DriverUpstream::unmap_pages(DevicePtr addr, std::size_t size, bool keep) {
+  Driver& d = driver();
   UpstreamResult first = UpstreamResult::success();
   for (std::size_t done = 0; done < size; done += granularity_) {
-    const CUresult rc = driver().mem_unmap.get()(static_cast<CUdeviceptr>(addr + done), granularity_);
+    const DevicePtr page = addr + done;
+    const CUresult rc = d.mem_unmap.get()(static_cast<CUdeviceptr>(page), granularity_);
     if (rc != CUDA_SUCCESS && first.ok()) first = result_of(rc);
+    const auto it = handles_.find(page);
+    if (it == handles_.end()) continue;
+    const CUmemGenericAllocationHandle handle = it->second;
+    handles_.erase(it);
+    if (rc == CUDA_SUCCESS && keep) {
+      try {
+        kept_.push_back(handle);
+        continue;
+      } catch (...) {
+      }
+    }
+    d.mem_release.get()(handle);
   }
   return first;
 }

@@ -15,6 +15,8 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <unordered_map>
+#include <vector>
 
 #include "cumemtrace/pool/upstream.h"
 
@@ -60,7 +62,10 @@ class DriverUpstream final : public pool::Upstream {
   pool::UpstreamResult release_range(pool::DevicePtr base, std::size_t size) override;
   pool::UpstreamResult map(pool::DevicePtr addr, std::size_t size) override;
   pool::UpstreamResult unmap(pool::DevicePtr addr, std::size_t size) override;
-  pool::UpstreamResult unmap_synchronized(pool::DevicePtr addr, std::size_t size) override;
+  pool::UpstreamResult unmap_keep(pool::DevicePtr addr, std::size_t size) override;
+  void drop_kept() override;
+  std::size_t kept_bytes() override { return kept_.size() * granularity_; }
+  pool::UpstreamResult order_device(pool::FenceHandle* fence) override;
 
   // The driver call that made the calling thread's latest segment:
   // "cuMemAlloc_v2", "cuMemAllocAsync" or "cuMemMap" (the segment_alloc
@@ -71,9 +76,11 @@ class DriverUpstream final : public pool::Upstream {
 
  private:
   DriverUpstream(int dev, int cu_device, void* primary) : dev_(dev), cu_device_(cu_device), primary_(primary) {}
-  pool::UpstreamResult unmap_pages(pool::DevicePtr addr, std::size_t size);
+  pool::UpstreamResult unmap_pages(pool::DevicePtr addr, std::size_t size, bool keep);
   std::size_t usable_vm_granularity();  // in the primary context
   void find_peers();
+  // An event for a fence: a destroyed fence's, or a new one.
+  pool::UpstreamResult new_fence_event(void** event);
 
   const int dev_;
   const int cu_device_;  // the CUdevice
@@ -84,6 +91,16 @@ class DriverUpstream final : public pool::Upstream {
   int peers_[kMaxPeers] = {};
   int peer_count_ = 0;
   std::atomic<bool> refusal_reported_{false};
+  // The physical memory (a CUmemGenericAllocationHandle) behind each mapped
+  // page, held until the page is unmapped for good: a move unmaps a page
+  // (unmap_keep) and maps the same memory elsewhere, with no cuMemRelease
+  // and cuMemCreate between (issue 30). The pool makes one call at a time
+  // per upstream (upstream.h), so these need no lock.
+  std::unordered_map<pool::DevicePtr, unsigned long long> handles_;
+  std::vector<unsigned long long> kept_;
+  // Events of destroyed fences, recorded again for the next (cuEventCreate
+  // and cuEventDestroy per fence cost more than a record).
+  std::vector<void*> spare_events_;
 };
 
 }  // namespace cumemtrace::preload

@@ -6,6 +6,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <algorithm>
 #include <functional>
 #include <map>
 #include <string>
@@ -139,7 +140,11 @@ class FakeUpstream : public Upstream {
     ++allocate_calls;
     if (refuse_maps != 0) return UpstreamResult::failure(refuse_maps);
     if (addr % granularity_ || size % granularity_) violations.push_back("unaligned map");
-    if (!take(size)) return UpstreamResult::out_of_memory(kOomCode);
+    // Memory a move kept serves first: only the rest is new.
+    const std::size_t reused = std::min(kept, size);
+    if (!take(size - reused)) return UpstreamResult::out_of_memory(kOomCode);
+    kept -= reused;
+    new_map_bytes += size - reused;
     mapped[addr] = size;
     return UpstreamResult::success();
   }
@@ -163,12 +168,50 @@ class FakeUpstream : public Upstream {
       left -= piece;
     }
     if (left) violations.push_back("unmap of memory that is not mapped");
+    // cuMemUnmap does not wait for queued work (pytorch/pytorch#196258): the
+    // test says whether something may still use these pages.
+    if (on_unmap) on_unmap(addr, size);
     used -= size - left;
-    device_idle();
     return UpstreamResult::success();
   }
+  // A move: unmapped, its memory kept for the next map (no release, no
+  // new memory then).
+  UpstreamResult unmap_keep(DevicePtr addr, std::size_t size) override {
+    const std::size_t before = used;
+    const UpstreamResult r = unmap(addr, size);
+    kept += before - used;
+    used = before;
+    return r;
+  }
+  void drop_kept() override {
+    used -= kept;
+    kept = 0;
+  }
+  std::size_t kept_bytes() override { return kept; }
 
-  // All queued device work finished (as after a synchronisation).
+  // Orderings (Upstream::order_device), when `ordering` is set: a fence that
+  // completes with complete_orderings() or when the device is idle.
+  UpstreamResult order_device(FenceHandle* fence) override {
+    if (!ordering) return UpstreamResult::failure(1);
+    ++order_calls;
+    *fence = next_fence++;
+    fences[*fence] = Fence{kOrderingStream, false};
+    if (on_order) on_order(*fence);
+    return UpstreamResult::success();
+  }
+  void complete_orderings() {
+    for (auto& [id, f] : fences)
+      if (f.stream == kOrderingStream) f.complete = true;
+  }
+
+  // The stream was destroyed: its fences complete when the device is idle,
+  // not when a later stream that got the same handle finishes its work.
+  void forget_stream(StreamHandle stream) {
+    for (auto& [id, f] : fences)
+      if (f.stream == stream) f.stream = kDeadStream;
+  }
+
+  // All queued device work of `stream` finished.
   void complete_stream(StreamHandle stream) {
     for (auto& [id, f] : fences)
       if (f.stream == stream) f.complete = true;
@@ -178,7 +221,12 @@ class FakeUpstream : public Upstream {
   std::size_t capacity() const { return capacity_; }
 
   std::size_t used = 0;
-  std::uint64_t allocate_calls = 0, release_calls = 0, synchronize_calls = 0, query_calls = 0;
+  std::uint64_t allocate_calls = 0, release_calls = 0, synchronize_calls = 0, query_calls = 0, order_calls = 0;
+  bool ordering = false;         // order_device() succeeds
+  std::size_t kept = 0;          // bytes unmap_keep() kept for the next map
+  std::size_t new_map_bytes = 0;  // bytes map() took as new memory (not kept)
+  std::function<void(FenceHandle)> on_order;                // an ordering was made
+  std::function<void(DevicePtr, std::size_t)> on_unmap;     // pages were unmapped
   int fail_next_allocate = 0;  // non-zero: the next allocate fails with this code
   int refuse_maps = 0;         // non-zero: every map fails with this code (VMM refused)
   bool stream_ordered = false;
@@ -194,6 +242,8 @@ class FakeUpstream : public Upstream {
     StreamHandle stream;
     bool complete;
   };
+  static constexpr StreamHandle kDeadStream = ~StreamHandle{0};
+  static constexpr StreamHandle kOrderingStream = ~StreamHandle{0} - 1;
 
   bool take(std::size_t size) {
     if (capacity_ != kUnlimited && used + size > capacity_) return false;

@@ -8,8 +8,11 @@
 //   fake device;
 // - complete coalescing and every structural invariant (check_invariants);
 // - safety: no block is handed out while device work may still use it —
-//   cudaFree'd memory only after a synchronisation, stream-ordered frees on
-//   their own stream at once and elsewhere only after their fence completed.
+//   cudaFree'd memory only after a synchronisation (or an ordering of the
+//   device, with an upstream that orders), stream-ordered frees on their own
+//   stream at once and elsewhere only after their fence completed or an
+//   ordering; and no page is unmapped while work may still use it (after a
+//   synchronisation, or once an ordering made after its free completed).
 #include <gtest/gtest.h>
 
 #include <map>
@@ -40,13 +43,31 @@ struct Hazard {
   enum Kind { device_wide, own_stream, fenced } kind;
   std::size_t size;
   StreamHandle stream;  // own_stream: the only stream that may reuse it; fenced: the fence's stream
+  // An ordering of the device was made since the free: any later work runs
+  // after the work that used it, so any stream may reuse it (its pages may
+  // go only once that ordering completed, which clears the hazard).
+  bool ordered = false;
 };
 
 class RandomRun {
  public:
-  RandomRun(const char* conf, std::uint32_t seed, std::size_t vm_granularity = 0)
+  RandomRun(const char* conf, std::uint32_t seed, std::size_t vm_granularity = 0, bool ordering = false)
       : up_(512 * MiB, vm_granularity), pool_(up_, config_from(conf)), rng_(seed) {
+    up_.ordering = ordering;
     up_.on_device_idle = [this] { hazards_.clear(); };
+    up_.on_order = [this](FenceHandle) {
+      for (auto& [p, hz] : hazards_) hz.ordered = true;
+    };
+    up_.on_unmap = [this](DevicePtr addr, std::size_t size) {
+      auto it = hazards_.upper_bound(addr);
+      if (it != hazards_.begin()) --it;
+      for (; it != hazards_.end() && it->first < addr + size; ++it) {
+        if (it->first + it->second.size <= addr) continue;
+        ADD_FAILURE() << "step " << step_ << ": pages unmapped while work may still use them (hazard kind "
+                      << it->second.kind << (it->second.ordered ? ", ordered" : "") << ")";
+        return;
+      }
+    };
   }
 
   void run(int steps) {
@@ -138,14 +159,15 @@ class RandomRun {
       // Work queued on the stream a block was freed in runs after the free:
       // it may reuse the block at once, whoever allocated it (a block the
       // ladder lent from another sub-pool is freed in its own stream's order).
-      const bool ok = hz.kind != Hazard::device_wide && stream_ordered && stream == hz.stream;
+      const bool ok = hz.ordered || (hz.kind != Hazard::device_wide && stream_ordered && stream == hz.stream);
       EXPECT_TRUE(ok) << "step " << step_ << ": memory reused before it was safe (hazard kind " << hz.kind
                       << ", freed on stream " << hz.stream << ", reused " << (stream_ordered ? "on stream " : "device-wide ")
                       << stream << ")";
       // Keep the parts outside the new block.
       it = hazards_.erase(it);
-      if (h < p) hazards_[h] = Hazard{hz.kind, p - h, hz.stream};
-      if (h + hz.size > p + block) hazards_[p + block] = Hazard{hz.kind, h + hz.size - p - block, hz.stream};
+      if (h < p) hazards_[h] = Hazard{hz.kind, p - h, hz.stream, hz.ordered};
+      if (h + hz.size > p + block)
+        hazards_[p + block] = Hazard{hz.kind, h + hz.size - p - block, hz.stream, hz.ordered};
       it = hazards_.lower_bound(p + block);
     }
   }
@@ -166,9 +188,12 @@ class RandomRun {
       // Mostly on the allocating stream, sometimes on another.
       const StreamHandle s = (l.stream_ordered && how < 8) ? l.stream : kStreams[pick(0, 3)];
       r = pool_.free_async(p, s);
+      // A block of a destroyed stream freed in a stream's order is free once
+      // that stream got there, what cudaFreeAsync promises (the program
+      // orders its uses before the free), never at once: the stream with
+      // that handle now is another.
       const bool own = l.stream_ordered && s == l.stream && !destroyed_.count(p);
       hz = own ? Hazard{Hazard::own_stream, l.block, s} : Hazard{Hazard::fenced, l.block, s};
-      if (destroyed_.count(p)) hz.kind = Hazard::device_wide;
     }
     ASSERT_EQ(r.status, FreeStatus::ok) << "step " << step_;
     EXPECT_EQ(r.size, l.size);
@@ -187,6 +212,14 @@ class RandomRun {
   void complete_fences() {
     const StreamHandle s = kStreams[pick(0, 3)];
     up_.complete_stream(s);
+    if (up_.ordering && pick(0, 1)) {
+      // The device ran past every ordering made so far.
+      up_.complete_orderings();
+      for (auto it = hazards_.begin(); it != hazards_.end();) {
+        if (it->second.ordered) it = hazards_.erase(it);
+        else ++it;
+      }
+    }
     for (auto it = hazards_.begin(); it != hazards_.end();) {
       if (it->second.kind == Hazard::fenced && it->second.stream == s) it = hazards_.erase(it);
       else ++it;
@@ -204,6 +237,7 @@ class RandomRun {
   void destroy_stream() {
     const StreamHandle s = kStreams[pick(0, 3)];
     pool_.stream_destroyed(s);
+    up_.forget_stream(s);
     // A later stream with the same handle is another stream: memory its
     // predecessor freed is not safe for it.
     for (auto& [p, hz] : hazards_)
@@ -271,6 +305,14 @@ TEST(PoolRandomTest, DefaultPolicy) {
 
 TEST(PoolRandomTest, ExpandableSegments) {
   RandomRun run("expandable_segments:true", 4242, 2 * MiB);
+  run.run(kSteps / 2);
+}
+
+// The device ordered, never waited for (Upstream::order_device, as
+// libcumemtrace.so's upstream does on a GPU): reuse after an ordering,
+// pages given back only once an ordering after their free completed.
+TEST(PoolRandomTest, ExpandableSegmentsOnAnOrderedDevice) {
+  RandomRun run("expandable_segments:true", 31337, 2 * MiB, /*ordering=*/true);
   run.run(kSteps / 2);
 }
 
