@@ -8,7 +8,11 @@
 // them for backward, and frees them in reverse while backward allocates and
 // frees its own temporaries.
 //
-//   seeds_transformer [STEPS] [LAYERS] [D_MODEL]
+//   seeds_transformer [--host-us N] [STEPS] [LAYERS] [D_MODEL]
+//
+// --host-us N: busy mode (workload_device.h, issue 30): N µs of host work
+// per allocation, device work around each buffer, each step timed and
+// counted.
 //
 // Prints its own peak of live bytes and how many cudaMalloc calls failed, as
 // `peak_live_bytes=N failed_mallocs=N steps=N`. A failed step frees what it
@@ -19,9 +23,12 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <random>
 #include <utility>
 #include <vector>
+
+#include "workload_device.h"
 
 namespace {
 
@@ -30,45 +37,7 @@ constexpr std::size_t kHeads = 8;
 constexpr std::size_t kActivationBytes = 2;  // fp16 activations
 constexpr std::size_t kParamBytes = 4;       // fp32 weights and optimizer state
 
-// Every device allocation goes through here: it keeps the live total.
-class Device {
- public:
-  void* alloc(std::size_t bytes) {
-    void* p = nullptr;
-    const cudaError_t rc = cudaMalloc(&p, bytes);
-    if (rc == cudaErrorMemoryAllocation) {
-      ++failed_;
-      return nullptr;
-    }
-    if (rc != cudaSuccess) {
-      std::fprintf(stderr, "seeds_transformer: cudaMalloc(%zu) failed: %s\n", bytes, cudaGetErrorString(rc));
-      std::exit(2);
-    }
-    live_ += bytes;
-    peak_ = std::max(peak_, live_);
-    sizes_.emplace_back(p, bytes);
-    return p;
-  }
-  void free(void* p) {
-    if (p == nullptr) return;
-    const auto it = std::find_if(sizes_.rbegin(), sizes_.rend(), [p](const auto& e) { return e.first == p; });
-    live_ -= it->second;
-    sizes_.erase(std::next(it).base());
-    const cudaError_t rc = cudaFree(p);
-    if (rc != cudaSuccess) {
-      std::fprintf(stderr, "seeds_transformer: cudaFree failed: %s\n", cudaGetErrorString(rc));
-      std::exit(2);
-    }
-  }
-  std::size_t peak() const { return peak_; }
-  std::size_t failed() const { return failed_; }
-
- private:
-  std::vector<std::pair<void*, std::size_t>> sizes_;  // live allocations, newest last
-  std::size_t live_ = 0;
-  std::size_t peak_ = 0;
-  std::size_t failed_ = 0;
-};
+using workload::Device;
 
 struct Shape {
   std::size_t batch;
@@ -150,15 +119,23 @@ bool train_step(Device& device, const Shape& shape, std::size_t layers, std::siz
 }  // namespace
 
 int main(int argc, char** argv) {
+  Device device("seeds_transformer");
+  if (argc > 2 && std::strcmp(argv[1], "--host-us") == 0) {
+    char* end = nullptr;
+    const std::uint64_t host_us = std::strtoull(argv[2], &end, 10);
+    if (*end != '\0') argc = 0;  // the usage below
+    device.set_busy(host_us);
+    argv += 2;
+    argc -= 2;
+  }
   const std::size_t steps = argc > 1 ? std::strtoul(argv[1], nullptr, 10) : 96;
   const std::size_t layers = argc > 2 ? std::strtoul(argv[2], nullptr, 10) : 4;
   const std::size_t d = argc > 3 ? std::strtoul(argv[3], nullptr, 10) : 1024;
-  if (steps == 0 || layers == 0 || d == 0) {
-    std::fprintf(stderr, "usage: seeds_transformer [STEPS] [LAYERS] [D_MODEL]\n");
+  if (argc < 1 || steps == 0 || layers == 0 || d == 0) {
+    std::fprintf(stderr, "usage: seeds_transformer [--host-us N] [STEPS] [LAYERS] [D_MODEL]\n");
     return 2;
   }
   std::mt19937 rng(20240521);
-  Device device;
 
   // Allocated once: weights, their gradients, Adam's first and second moments.
   std::vector<void*> state;
@@ -180,12 +157,14 @@ int main(int argc, char** argv) {
     std::shuffle(shapes.begin(), shapes.end(), rng);  // a new epoch, a new order
     for (const Shape& shape : shapes) {
       if (done == steps) break;
+      const workload::Step timed(device);
       train_step(device, shape, layers, d);
       ++done;
     }
   }
   free_all(device, state);
   if (cudaDeviceSynchronize() != cudaSuccess) return 2;
+  device.report();
   std::printf("peak_live_bytes=%zu failed_mallocs=%zu steps=%zu\n", device.peak(), device.failed(), done);
   return 0;
 }

@@ -31,5 +31,11 @@ set_tests_properties(bench_programs_output PROPERTIES
   ENVIRONMENT "LD_LIBRARY_PATH=${SIMCUDA_LIBRARY_DIR}" TIMEOUT 60 LABELS sim)
 cumemtrace_add_cuda_app(seeds_transformer seeds_transformer.cpp)
 # Variable-length workloads for the pool's quality targets (issue 18;
-# tests/integration/varlen_workload_test.cpp, scripts/bench.sh).
+# tests/integration/varlen_workload_test.cpp, scripts/bench.sh), and their
+# busy mode, which times steps on a busy device (issue 30,
+# workload_device.h: the marker API and the sim's counters).
 cumemtrace_add_cuda_app(varlen_workloads varlen_workloads.cpp)
+foreach(app seeds_transformer varlen_workloads)
+  target_include_directories(${app} PRIVATE ${CMAKE_SOURCE_DIR}/include ${CMAKE_SOURCE_DIR}/tests/sim/include)
+  target_link_libraries(${app} PRIVATE ${CMAKE_DL_LIBS})
+endforeach()

@@ -4,7 +4,7 @@
 // to the next, so a cache sized for one step's tensors holds the wrong
 // blocks for the next one.
 //
-//   varlen_workloads --shape NAME [--steps N] [--seed S]
+//   varlen_workloads --shape NAME [--steps N] [--seed S] [--host-us N]
 //   varlen_workloads --list
 //
 // Shapes (--list prints them):
@@ -25,6 +25,13 @@
 //                   prefill, decode) come and go
 //   many_layers     96 layers of varying width with saved activations and
 //                   temporaries from 512 B to 20 MiB (both size classes)
+//   repeat          padded_buckets' model with the same batch shape every
+//                   step: a steady state (issue 30)
+//
+// --host-us N: busy mode (workload_device.h, issue 30): N µs of host work
+// per allocation, device work around each buffer, one line per step with
+// its time and what the host asked of the driver, and the steady state's
+// summary.
 //
 // Nothing is written to the buffers (the simulated device's memory costs
 // nothing until written). Prints `peak_live_bytes=N failed_mallocs=N
@@ -44,6 +51,8 @@
 #include <unordered_map>
 #include <vector>
 
+#include "workload_device.h"
+
 namespace {
 
 constexpr std::size_t kKiB = 1024;
@@ -56,78 +65,11 @@ using Rng = std::mt19937_64;
 // A number in [lo, hi], the same on every standard library.
 std::size_t pick(Rng& rng, std::size_t lo, std::size_t hi) { return lo + rng() % (hi - lo + 1); }
 
-[[noreturn]] void fail(const char* call, cudaError_t rc) {
-  std::fprintf(stderr, "varlen_workloads: %s failed: %s\n", call, cudaGetErrorString(rc));
-  std::exit(2);
-}
-
 void check(const char* call, cudaError_t rc) {
-  if (rc != cudaSuccess) fail(call, rc);
+  if (rc != cudaSuccess) workload::fail("varlen_workloads", call, rc);
 }
 
-// Every device allocation goes through here: it keeps the live total.
-class Device {
- public:
-  void* alloc(std::size_t bytes) {
-    void* p = nullptr;
-    const cudaError_t rc = cudaMalloc(&p, bytes);
-    return note(rc, "cudaMalloc", p, bytes);
-  }
-  void* alloc_async(std::size_t bytes, cudaStream_t stream) {
-    void* p = nullptr;
-    const cudaError_t rc = cudaMallocAsync(&p, bytes, stream);
-    return note(rc, "cudaMallocAsync", p, bytes);
-  }
-  void free(void* p) {
-    if (p == nullptr) return;
-    forget(p);
-    check("cudaFree", cudaFree(p));
-  }
-  void free_async(void* p, cudaStream_t stream) {
-    if (p == nullptr) return;
-    forget(p);
-    check("cudaFreeAsync", cudaFreeAsync(p, stream));
-  }
-  // Frees what `held` holds, newest first, and empties it.
-  void free_all(std::vector<void*>& held) {
-    for (auto it = held.rbegin(); it != held.rend(); ++it) free(*it);
-    held.clear();
-  }
-  void free_all_async(std::vector<void*>& held, cudaStream_t stream) {
-    for (auto it = held.rbegin(); it != held.rend(); ++it) free_async(*it, stream);
-    held.clear();
-  }
-  std::size_t peak() const { return peak_; }
-  std::size_t failed() const { return failed_; }
-
- private:
-  void* note(cudaError_t rc, const char* call, void* p, std::size_t bytes) {
-    if (rc == cudaErrorMemoryAllocation) {
-      cudaGetLastError();  // the failure is counted, not left for the next check
-      ++failed_;
-      return nullptr;
-    }
-    if (rc != cudaSuccess) fail(call, rc);
-    sizes_.emplace(p, bytes);
-    live_ += bytes;
-    peak_ = std::max(peak_, live_);
-    return p;
-  }
-  void forget(void* p) {
-    const auto it = sizes_.find(p);
-    if (it == sizes_.end()) {
-      std::fprintf(stderr, "varlen_workloads: freeing %p, which is not live\n", p);
-      std::exit(2);
-    }
-    live_ -= it->second;
-    sizes_.erase(it);
-  }
-
-  std::unordered_map<void*, std::size_t> sizes_;
-  std::size_t live_ = 0;
-  std::size_t peak_ = 0;
-  std::size_t failed_ = 0;
-};
+using workload::Device;
 
 // Weights, their gradients and Adam's two moments: `copies` allocations of
 // each size, made once.
@@ -140,7 +82,9 @@ std::vector<void*> model_state(Device& dev, const std::vector<std::size_t>& size
 
 // ------------------------------------------------------------ padded_buckets
 
-std::size_t padded_buckets(Device& dev, Rng& rng, std::size_t steps) {
+// padded_buckets' model, or with `repeat` the same batch shape (B x L =
+// 16 x 256) every step: the steady state of a job whose shapes never change.
+std::size_t padded(Device& dev, Rng& rng, std::size_t steps, bool repeat) {
   constexpr std::size_t kLayers = 12, kD = 512, kHeads = 8, kVocab = 16384, kBudget = 4096;
   constexpr std::size_t kBuckets[] = {64, 96, 128, 192, 256, 320, 384, 512, 640, 768};
   std::vector<std::size_t> params = {kVocab * kD * kFloat};  // embedding
@@ -150,12 +94,13 @@ std::size_t padded_buckets(Device& dev, Rng& rng, std::size_t steps) {
   std::vector<void*> state = model_state(dev, params, 4);
 
   for (std::size_t step = 0; step < steps; ++step) {
+    const workload::Step timed(dev);
     // The longest real sequence of the batch decides its bucket; a bucket's
     // last batch is short.
-    const std::size_t longest = pick(rng, 24, kBuckets[std::size(kBuckets) - 1]);
+    const std::size_t longest = repeat ? 256 : pick(rng, 24, kBuckets[std::size(kBuckets) - 1]);
     const std::size_t L = *std::lower_bound(std::begin(kBuckets), std::end(kBuckets), longest);
     const std::size_t full = kBudget / L;
-    const std::size_t B = rng() % 4 == 0 ? pick(rng, 1, full) : full;
+    const std::size_t B = !repeat && rng() % 4 == 0 ? pick(rng, 1, full) : full;
     const std::size_t tokens = B * L;
     const std::size_t td = tokens * kD * kHalf;
     const std::size_t scores = kHeads * B * L * L * kHalf;
@@ -229,6 +174,9 @@ std::size_t padded_buckets(Device& dev, Rng& rng, std::size_t steps) {
   return steps;
 }
 
+std::size_t padded_buckets(Device& dev, Rng& rng, std::size_t steps) { return padded(dev, rng, steps, false); }
+std::size_t repeat(Device& dev, Rng& rng, std::size_t steps) { return padded(dev, rng, steps, true); }
+
 // ------------------------------------------------------------ long_attention
 
 std::size_t long_attention(Device& dev, Rng& rng, std::size_t steps) {
@@ -239,6 +187,7 @@ std::size_t long_attention(Device& dev, Rng& rng, std::size_t steps) {
   std::vector<void*> state = model_state(dev, params, 4);
 
   for (std::size_t step = 0; step < steps; ++step) {
+    const workload::Step timed(dev);
     const std::size_t L = 64 * pick(rng, 8, kBudget / 64);  // any multiple of 64, no buckets
     const std::size_t B = std::max<std::size_t>(1, kBudget / L - (rng() % 3 == 0 ? rng() % (kBudget / L) : 0));
     const std::size_t tokens = B * L;
@@ -306,6 +255,7 @@ std::size_t two_streams(Device& dev, Rng& rng, std::size_t steps) {
   cudaStream_t compute = nullptr, data = nullptr;
   check("cudaStreamCreateWithFlags", cudaStreamCreateWithFlags(&compute, cudaStreamNonBlocking));
   check("cudaStreamCreateWithFlags", cudaStreamCreateWithFlags(&data, cudaStreamNonBlocking));
+  dev.set_step_stream(compute);  // the loss is computed there
 
   std::vector<std::size_t> params;
   for (std::size_t l = 0; l < kLayers; ++l)
@@ -342,6 +292,7 @@ std::size_t two_streams(Device& dev, Rng& rng, std::size_t steps) {
   Batch next = prepare();
   std::vector<cudaEvent_t> events;
   for (std::size_t step = 0; step < steps; ++step) {
+    const workload::Step timed(dev);
     Batch cur = next;
     next = prepare();  // prefetch, overlapping this step
     check("cudaStreamWaitEvent", cudaStreamWaitEvent(compute, cur.ready, 0));
@@ -396,6 +347,7 @@ std::size_t two_streams(Device& dev, Rng& rng, std::size_t steps) {
   dev.free_async(next.labels, data);
   events.push_back(next.ready);
   check("cudaDeviceSynchronize", cudaDeviceSynchronize());
+  dev.set_step_stream(nullptr);
   for (cudaEvent_t e : events) check("cudaEventDestroy", cudaEventDestroy(e));
   check("cudaStreamDestroy", cudaStreamDestroy(data));
   check("cudaStreamDestroy", cudaStreamDestroy(compute));
@@ -459,6 +411,7 @@ std::size_t kv_cache(Device& dev, Rng& rng, std::size_t steps) {
   };
 
   for (std::size_t step = 0; step < steps; ++step) {
+    const workload::Step timed(dev);
     // Admission: a new request is prefilled in chunks, its cache growing by
     // each chunk.
     if (active.size() < kMaxRequests && (active.size() < 2 || rng() % 3 == 0)) {
@@ -519,6 +472,7 @@ std::size_t many_layers(Device& dev, Rng& rng, std::size_t steps) {
   constexpr std::size_t kWorkspaces[] = {32 * kKiB, 256 * kKiB, kMiB, 4 * kMiB, 8 * kMiB};
 
   for (std::size_t step = 0; step < steps; ++step) {
+    const workload::Step timed(dev);
     const std::size_t L = 8 * pick(rng, 16, 512);  // 128 .. 4096
     const std::size_t B = std::max<std::size_t>(1, pick(rng, 1, kMaxTokens / L));
     const std::size_t T = B * L;
@@ -574,12 +528,12 @@ struct ShapeInfo {
 constexpr ShapeInfo kShapes[] = {
     {"padded_buckets", padded_buckets, 48}, {"long_attention", long_attention, 40},
     {"two_streams", two_streams, 60},       {"kv_cache", kv_cache, 600},
-    {"many_layers", many_layers, 40},
+    {"many_layers", many_layers, 40},       {"repeat", repeat, 48},
 };
 
 int usage() {
   std::fprintf(stderr,
-               "usage: varlen_workloads --shape NAME [--steps N] [--seed S]\n"
+               "usage: varlen_workloads --shape NAME [--steps N] [--seed S] [--host-us N]\n"
                "       varlen_workloads --list\nshapes:");
   for (const ShapeInfo& s : kShapes) std::fprintf(stderr, " %s", s.name);
   std::fprintf(stderr, "\n");
@@ -592,6 +546,8 @@ int main(int argc, char** argv) {
   const ShapeInfo* shape = nullptr;
   std::size_t steps = 0;
   std::uint64_t seed = 20240618;
+  std::uint64_t host_us = 0;
+  bool busy = false;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     if (arg == "--list") {
@@ -611,15 +567,21 @@ int main(int argc, char** argv) {
     } else if (arg == "--seed") {
       seed = std::strtoull(value, &end, 10);
       if (*end != '\0') return usage();
+    } else if (arg == "--host-us") {
+      host_us = std::strtoull(value, &end, 10);
+      if (*end != '\0') return usage();
+      busy = true;
     } else {
       return usage();
     }
   }
   if (!shape) return usage();
   Rng rng(seed);
-  Device dev;
+  Device dev("varlen_workloads");
+  if (busy) dev.set_busy(host_us);
   const std::size_t done = shape->run(dev, rng, steps ? steps : shape->default_steps);
   check("cudaDeviceSynchronize", cudaDeviceSynchronize());
+  dev.report();
   std::printf("peak_live_bytes=%zu failed_mallocs=%zu steps=%zu\n", dev.peak(), dev.failed(), done);
   return 0;
 }

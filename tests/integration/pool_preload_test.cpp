@@ -151,6 +151,27 @@ TEST_F(PoolPreload, FreedBlockIsNotReusedWhileTheDeviceMayStillWriteIt) {
   EXPECT_EQ(check_pool_segments(lines), "");
 }
 
+// Issue 30: cudaFree'd memory comes back through an ordering of the device
+// (no wait), and its pages go back only once no queued work can touch them:
+// a pool that unmapped A's pages while the write to A was queued would make
+// the sim raise an illegal address at the synchronisation.
+TEST_F(PoolPreload, PagesAreNotGivenBackWhileQueuedWorkMayTouchThem) {
+  const EnvChanges slow = {{"SIMCUDA_ASYNC_LATENCY_US", "100000"}};
+  const auto r = traced("pool_give_back", slow);
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_EQ(r.out, "queued work ran\ndone\n");
+  const auto lines = trace();
+  EXPECT_EQ(check_pool_segments(lines), "");
+  // The 40 MiB request could not use A's pages: the range grew to 120 MiB.
+  std::uint64_t reserved = 0, peak = 0;
+  for (const json& l : lines) {
+    if (l["ev"] == "segment_alloc") reserved += l["size"].get<std::uint64_t>();
+    if (l["ev"] == "segment_free") reserved -= l["size"].get<std::uint64_t>();
+    peak = std::max(peak, reserved);
+  }
+  EXPECT_EQ(peak, std::uint64_t{120} << 20);
+}
+
 TEST_F(PoolPreload, FragmentedDeviceFailsAsWithoutCumemtraceAndSaysWhy) {
   const EnvChanges small = {{"SIMCUDA_DEVICE_MEMORY", "1GiB"}};
   const auto bare = untraced("pool_fragmentation", small);
