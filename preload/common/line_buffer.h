@@ -87,6 +87,10 @@ class LineBuffer {
   LineBuffer& field_i(std::string_view k, std::int64_t v) { return key(k).i64(v); }
   LineBuffer& field_hex(std::string_view k, std::uint64_t v) { return key(k).hex(v); }
   LineBuffer& field_str(std::string_view k, std::string_view v) { return key(k).str(v); }
+  LineBuffer& field_true(std::string_view k) {
+    std::memcpy(key(k).grow(4), "true", 4);
+    return *this;
+  }
   // A string the caller knows needs no escaping: a CUDA function name or a
   // schema word (format::name). Checked in debug builds.
   LineBuffer& field_plain(std::string_view k, std::string_view v) {

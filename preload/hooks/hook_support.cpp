@@ -10,6 +10,7 @@
 #include "pool/glue/pool_glue.h"
 #include "pool/glue/device_order.h"
 #include "pool/glue/driver_upstream.h"
+#include "pool/glue/mempool_view.h"
 #include "hooks/real_cuda.h"
 #include "signals/handlers.h"
 #include "stacks/unwinder.h"
@@ -128,6 +129,7 @@ PoolAttempt pool_allocate(const AllocRequest& request) noexcept {
                          .stream = request.stream,
                          .context_bound = !a.survives_reset,
                          .block = a.block});
+    if (request.stream) note_pooled_stream_alloc(dev, request.size);
     sample_pool_if_due(dev);
     attempt.ptr = a.ptr;
   } catch (...) {
@@ -157,6 +159,7 @@ PoolRelease pool_release(const FreeFacts& facts) noexcept {
                                             : pool->free(facts.ptr);
     switch (r.status) {
       case pool::FreeStatus::ok:
+        if (r.stream_ordered) note_pooled_stream_free(dev, r.size);
         sample_pool_if_due(dev);
         return PoolRelease::freed;
       case pool::FreeStatus::invalid_pointer: return PoolRelease::invalid;

@@ -270,7 +270,7 @@ FreeResult DevicePool::Impl::free(DevicePtr ptr, bool stream_ordered, StreamHand
   if (!sp) return FreeResult{};
   Block* b = sp->live.find(ptr);
   if (!b) return FreeResult{FreeStatus::invalid_pointer, 0, 0};
-  const FreeResult result{FreeStatus::ok, b->requested, b->size};
+  const FreeResult result{FreeStatus::ok, b->requested, b->size, b->stream_ordered};
   detail::unaccount_live(*sp, b);
   if (sp->orphan) {
     // Nothing allocates here any more; the memory goes back once its segment
@@ -396,6 +396,14 @@ PoolStats DevicePool::Impl::stats() const {
   return s;
 }
 
+std::size_t DevicePool::Impl::stream_ordered_reserved() const {
+  std::size_t reserved = 0;
+  for_each_sub_pool([&reserved](SubPool& sp) {
+    if (sp.stream_ordered) reserved += sp.reserved.get();
+  });
+  return reserved;
+}
+
 std::string DevicePool::Impl::check_invariants() const {
   std::string problem;
   std::size_t reserved = 0;
@@ -504,6 +512,7 @@ MemoryInfo DevicePool::application_memory_info(std::size_t driver_free, std::siz
 UpstreamResult DevicePool::release_cached() { return impl_->release_cached(); }
 void DevicePool::device_reset() { impl_->device_reset(); }
 PoolStats DevicePool::stats() const { return impl_->stats(); }
+std::size_t DevicePool::stream_ordered_reserved() const { return impl_->stream_ordered_reserved(); }
 const PoolConfig& DevicePool::config() const { return impl_->config(); }
 int DevicePool::device() const { return impl_->device(); }
 std::string DevicePool::check_invariants() const { return impl_->check_invariants(); }

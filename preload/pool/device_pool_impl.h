@@ -48,6 +48,7 @@ class DevicePool::Impl {
   UpstreamResult release_cached();
   void device_reset();
   PoolStats stats() const;
+  std::size_t stream_ordered_reserved() const;
   std::string check_invariants() const;
 
   const PoolConfig& config() const { return config_; }

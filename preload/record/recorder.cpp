@@ -275,7 +275,10 @@ void Recorder::on_segment_alloc(int dev, std::uintptr_t ptr, std::size_t size, c
   if (inert_.load(std::memory_order_relaxed) || !ensure_trace_open()) return;
   describe_device_once(dev);
   LineBuffer segment;
-  segment.field_i("dev", dev).field_hex("ptr", ptr).field("size", size).field_plain("api", api);
+  // "pool": the caching pool's own memory (it serves the program's
+  // allocations from it), not a mapping or allocation the program made
+  // (README, "Additions to the trace format").
+  segment.field_i("dev", dev).field_hex("ptr", ptr).field("size", size).field_plain("api", api).field_true("pool");
   writer_.emit(format::name(format::Event::segment_alloc), segment);
 }
 

@@ -112,7 +112,8 @@ class Recorder {
   void on_error(const char* api, std::uintptr_t ptr, const char* what);
 
   // The caching pool's reserved memory changed (pool_glue.cpp): it obtained
-  // a segment (api: the driver call) or is about to give one back.
+  // a segment (api: the driver call; the line says "pool":true) or is about
+  // to give one back.
   void on_segment_alloc(int dev, std::uintptr_t ptr, std::size_t size, const char* api);
   void on_segment_free(int dev, std::uintptr_t ptr, std::size_t size);
   // A request the pool could not meet, before its error is returned.

@@ -181,7 +181,11 @@ class TraceState:
         elif ev == "free":
             self.allocs.pop((line["kind"] == "vmm", line["ptr"]), None)
         elif ev == "segment_alloc":
-            self.segments[line["ptr"]] = (line.get("api", "?"), line["size"])
+            # The caching pool's own segments ("pool": true) are not the
+            # program's: a library's cudaMalloc served by the pool is in a
+            # range the pool mapped, which is not PyTorch's cuMemMap.
+            api = line.get("api", "?")
+            self.segments[line["ptr"]] = (api + " (pool)" if line.get("pool") else api, line["size"])
         elif ev == "segment_free":
             self.segments.pop(line["ptr"], None)
 

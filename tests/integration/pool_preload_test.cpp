@@ -172,6 +172,41 @@ TEST_F(PoolPreload, PagesAreNotGivenBackWhileQueuedWorkMayTouchThem) {
   EXPECT_EQ(peak, std::uint64_t{120} << 20);
 }
 
+// Issue 30, item 4: what a program reads of the device's memory pool
+// (cudaMemPoolGetAttribute, PyTorch's memory_allocated() under
+// backend:cudaMallocAsync) is what it reads bare, although the pool serves
+// its stream-ordered memory from its own ranges, not the driver's pool.
+TEST_F(PoolPreload, MemoryPoolAttributesReadAsBare) {
+  const auto bare = untraced("pool_mempool_stats");
+  ASSERT_EQ(bare.exit_code, 0) << bare.err;
+  const auto pooled = traced("pool_mempool_stats");
+  ASSERT_EQ(pooled.exit_code, 0) << pooled.err;
+  auto parse = [](const std::string& out) {
+    std::vector<std::map<std::string, std::string>> points;
+    for (const std::string& line : cumemtrace::testing::lines_of(out)) {
+      std::istringstream in(line);
+      std::map<std::string, std::string> f;
+      std::string word;
+      in >> f["point"];
+      while (in >> word) f[word.substr(0, word.find('='))] = word.substr(word.find('=') + 1);
+      points.push_back(f);
+    }
+    return points;
+  };
+  const auto want = parse(bare.out), got = parse(pooled.out);
+  ASSERT_EQ(got.size(), want.size()) << pooled.out;
+  ASSERT_EQ(got.size(), 6u);
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    SCOPED_TRACE(want[i].at("point"));
+    EXPECT_EQ(got[i].at("used"), want[i].at("used"));
+    EXPECT_EQ(got[i].at("used_high"), want[i].at("used_high"));
+    EXPECT_GE(std::stoull(got[i].at("reserved")), std::stoull(got[i].at("used")));
+    EXPECT_GE(std::stoull(got[i].at("reserved_high")), std::stoull(got[i].at("used_high")));
+  }
+  EXPECT_EQ(want[1].at("used"), std::to_string(1024 + (3 << 20) + 512 + (140 << 20) + 512))
+      << "each allocation counted at its size rounded up to 512 bytes";
+}
+
 TEST_F(PoolPreload, FragmentedDeviceFailsAsWithoutCumemtraceAndSaysWhy) {
   const EnvChanges small = {{"SIMCUDA_DEVICE_MEMORY", "1GiB"}};
   const auto bare = untraced("pool_fragmentation", small);

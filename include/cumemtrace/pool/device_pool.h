@@ -147,6 +147,7 @@ struct FreeResult {
   FreeStatus status = FreeStatus::not_owned;
   std::size_t size = 0;   // the size the application asked for at allocation
   std::size_t block = 0;  // the block that is now free or pending
+  bool stream_ordered = false;  // it was allocated with allocate_async
 };
 
 // A live block's facts, for a caller that needs them without freeing.
@@ -254,6 +255,9 @@ class DevicePool {
 
   // Cheap: sums a few relaxed counters per sub-pool, takes no lock.
   PoolStats stats() const;
+  // Bytes reserved by the sub-pools of stream-ordered calls (the memory the
+  // pool holds for cudaMallocAsync), the same way.
+  std::size_t stream_ordered_reserved() const;
   FragmentationMetrics fragmentation() const { return fragmentation_of(stats()); }
 
   const PoolConfig& config() const;

@@ -5,6 +5,7 @@
 #include "common/diagnostics.h"
 #include "hooks/real_cuda.h"
 #include "pool/glue/device_order.h"
+#include "pool/glue/mempool_view.h"
 
 namespace cumemtrace::preload {
 namespace {
@@ -250,11 +251,13 @@ UpstreamResult DriverUpstream::allocate_stream_ordered(std::size_t size, pool::S
   if (rc == CUDA_SUCCESS) {
     *ptr = static_cast<DevicePtr>(p);
     last_segment_api_ = "cuMemAllocAsync";
+    note_driver_pool_segment(dev_, static_cast<std::ptrdiff_t>(size));
   }
   return result_of(rc);
 }
 
-UpstreamResult DriverUpstream::release_stream_ordered(DevicePtr ptr, std::size_t) {
+UpstreamResult DriverUpstream::release_stream_ordered(DevicePtr ptr, std::size_t size) {
+  note_driver_pool_segment(dev_, -static_cast<std::ptrdiff_t>(size));
   // Wait for earlier work first, as release() promises, then free on the
   // legacy stream: the segment's own stream may be gone (destroyed, reset).
   // Not cuMemFree: it takes stream-ordered memory, but on driver 580 the
