@@ -161,7 +161,9 @@ Allocation DevicePool::Impl::allocate(std::size_t size, bool stream_ordered, Str
     if (sp->pending_head && sp->pending_head->ticket < reuse_done_.load(std::memory_order_acquire))
       detail::reclaim_synced(*sp, reuse_done_.load(std::memory_order_acquire));
     Block* f = fit(*sp, kind, rounded, &error);
-    if (!f && error.ok()) f = refill(*sp, kind, rounded, &error);
+    Allocation borrowed;
+    if (!f && error.ok()) f = refill(*sp, kind, rounded, size, stream_ordered, &error, &borrowed);
+    if (borrowed.ptr) return borrowed;
     if (f) return finish(*sp, f, rounded, size, stream_ordered);
     if (error.status != UpstreamStatus::out_of_memory) return Allocation{0, 0, error, {}};
   }
@@ -181,7 +183,8 @@ Allocation DevicePool::Impl::finish(SubPool& sp, Block* free_block, std::size_t 
   return a;
 }
 
-Block* DevicePool::Impl::refill(SubPool& sp, PoolKind kind, std::size_t rounded, UpstreamResult* error) {
+Block* DevicePool::Impl::refill(SubPool& sp, PoolKind kind, std::size_t rounded, std::size_t size,
+                                bool stream_ordered, UpstreamResult* error, Allocation* borrowed) {
   if (reclaim(sp) > 0) {
     if (Block* f = fit(sp, kind, rounded, error)) return f;
     if (!error->ok()) return nullptr;
@@ -201,6 +204,12 @@ Block* DevicePool::Impl::refill(SubPool& sp, PoolKind kind, std::size_t rounded,
     trim_to_release_threshold(sp, synchronized);
     if (Block* f = fit(sp, kind, rounded, error)) return f;
     if (!error->ok()) return nullptr;
+  }
+  // Before this sub-pool's range grows, or moves pages into it: memory
+  // another sub-pool has mapped and free (borrow.cpp).
+  if (Allocation b = borrow_in_order(sp, kind, rounded, size, stream_ordered); b.ptr) {
+    *borrowed = b;
+    return nullptr;
   }
   garbage_collect(sp, detail::SizePolicy::segment_size(rounded));
   // The tight policy does not raise the peak of reserved memory while idle

@@ -70,7 +70,10 @@ class DevicePool::Impl {
   // --- slow paths of allocate (device_pool.cpp; sub-pool lock held unless said otherwise) ---
   // Best fit after reclaiming what is safe, synchronising first when pending
   // memory could serve the request, then growing.
-  Block* refill(SubPool& sp, PoolKind kind, std::size_t rounded, UpstreamResult* error);
+  // A borrowed block (borrow_in_order) comes back in *borrowed, already
+  // taken, with null returned.
+  Block* refill(SubPool& sp, PoolKind kind, std::size_t rounded, std::size_t size, bool stream_ordered,
+                UpstreamResult* error, Allocation* borrowed);
   Block* grow(SubPool& sp, PoolKind kind, std::size_t rounded, UpstreamResult* error);
   Allocation finish(SubPool& sp, Block* free_block, std::size_t rounded, std::size_t size,
                     bool stream_ordered);
@@ -111,6 +114,15 @@ class DevicePool::Impl {
   // The mapped stretch of a free block where `rounded` bytes need no new
   // page (split off at its start), the smallest such block; null if none.
   Block* mapped_stretch(SubPool& sp, PoolKind kind, std::size_t rounded);
+  // The same without the split: the block, and where the stretch starts.
+  Block* find_mapped_stretch(SubPool& sp, PoolKind kind, std::size_t rounded, DevicePtr* at) const;
+
+  // --- memory of another sub-pool, reused in device order (borrow.cpp) ---
+  // A free mapped stretch of another sub-pool's expandable range for this
+  // request, taken there (tight policy): after an ordering of the device
+  // if its last use may be another stream's. Empty when there is none.
+  Allocation borrow_in_order(SubPool& sp, PoolKind kind, std::size_t rounded, std::size_t size,
+                             bool stream_ordered);
   // Unmaps whole idle pages under free blocks (outside [keep_begin,
   // keep_end)) until `goal` bytes went back; returns the bytes unmapped.
   // `keep`: the physical memory stays with the upstream for the map that

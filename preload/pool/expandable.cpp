@@ -55,6 +55,12 @@ Block* DevicePool::Impl::fit(SubPool& sp, PoolKind kind, std::size_t rounded, Up
 // pages counted). The smallest free block with such a stretch wins, and the
 // request takes the stretch's start.
 Block* DevicePool::Impl::mapped_stretch(SubPool& sp, PoolKind kind, std::size_t rounded) {
+  DevicePtr at = 0;
+  Block* b = find_mapped_stretch(sp, kind, rounded, &at);
+  return b ? detail::split_free(sp, b, at) : nullptr;
+}
+
+Block* DevicePool::Impl::find_mapped_stretch(SubPool& sp, PoolKind kind, std::size_t rounded, DevicePtr* at) const {
   const detail::FreeSet& set = sp.free_sets[kind];
   Block probe;
   probe.size = rounded;
@@ -65,12 +71,16 @@ Block* DevicePool::Impl::mapped_stretch(SubPool& sp, PoolKind kind, std::size_t 
     const DevicePtr base = b->segment->base();
     const DevicePtr end = b->addr + b->size;
     DevicePtr stretch = b->addr;
-    for (DevicePtr at = b->addr; at < end;) {
-      const std::size_t page = (at - base) / g;
+    for (DevicePtr p = b->addr; p < end;) {
+      const std::size_t page = (p - base) / g;
       const DevicePtr page_end = std::min<DevicePtr>(base + (page + 1) * g, end);
-      if (!b->segment->pages[page]) stretch = page_end;
-      else if (page_end - stretch >= rounded) return detail::split_free(sp, b, stretch);
-      at = page_end;
+      if (!b->segment->pages[page]) {
+        stretch = page_end;
+      } else if (page_end - stretch >= rounded) {
+        *at = stretch;
+        return b;
+      }
+      p = page_end;
     }
   }
   return nullptr;

@@ -220,8 +220,10 @@ class RandomRun {
         else ++it;
       }
     }
+    // The stream's queued work has all run: what was freed in its order,
+    // fenced or its own, is idle.
     for (auto it = hazards_.begin(); it != hazards_.end();) {
-      if (it->second.kind == Hazard::fenced && it->second.stream == s) it = hazards_.erase(it);
+      if (it->second.kind != Hazard::device_wide && it->second.stream == s) it = hazards_.erase(it);
       else ++it;
     }
   }
