@@ -450,6 +450,20 @@ table_row "pool: seeds_transformer on a device 97% full at its peak ($capacity B
   "$( ((failed[2] == 0)) && echo "0 with the default: met" || echo "0 with the default: NOT met")" \
   "$note_env SIMCUDA_DEVICE_MEMORY=$capacity CUMEMTRACE_POOL_CONF={segment_policy:pytorch,expandable_segments:false|$old_default|unset} $B/bin/cumemtrace run -- $B/tests/apps/seeds_transformer"
 
+# 7b. Step time on a busy device (issue 30, scripts/bench_steps.sh): each
+# workload as a training loop whose host runs ahead of the simulated device,
+# under the default pool and PyTorch's policy, with the h100 cost table.
+declare -A st=()
+"$root/scripts/bench_steps.sh" --values "$scratch/steps" "$build"
+read_values st "$scratch/steps"
+steps_cmd="BENCH_STEP_RUNS=${BENCH_STEP_RUNS:-3} BENCH_HOST_US=${BENCH_HOST_US:-150} BENCH_DEVICE_US=${BENCH_DEVICE_US:-20} BENCH_COSTS=${BENCH_COSTS:-h100} scripts/bench_steps.sh"
+for w in "${workloads[@]}"; do
+  [[ -n ${st[steps.$w.ratio]:-} ]] || continue
+  table_row "step time on a busy device, $w: median / p90 ms; per steady step pool waits / cuMemCreate / cuMemMap / cuMemUnmap / cuMemRelease; reserved / live" \
+    "PyTorch's policy ${st[steps.$w.pytorch]}" "${st[steps.$w.default]}" "${st[steps.$w.ratio]}" \
+    "<= 1.03 / 1.10: ${st[steps.$w.goal]}" "$steps_cmd"
+done
+
 echo
 echo "cumemtrace benchmarks: $(machine_line)"
 echo "Release build ($B), medians of $runs interleaved runs. Hook loop: $pairs cudaMalloc/cudaFree pairs of irregular"

@@ -15,6 +15,9 @@
 #   scripts/bench_steps.sh [--values FILE] [BUILD_DIR]   (scripts/bench.sh calls it)
 #   BENCH_STEP_RUNS=3 BENCH_HOST_US=150 BENCH_DEVICE_US=20 BENCH_COSTS=h100
 #   BENCH_STEP_WORKLOADS="seeds_transformer padded_buckets ..." (default: all seven)
+#   BENCH_STEP_CANDIDATE=CONF: the setting compared with PyTorch's policy (default: none, the
+#   pool's default); BENCH_STEP_CANDIDATE=segment_policy:pytorch,expandable_segments:false
+#   compares the baseline with itself, which shows how far apart two runs of one setting are.
 # --values FILE: no table; writes "NAME VALUE" lines to FILE for bench.sh.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -48,6 +51,7 @@ else
   workloads=(seeds_transformer "${workloads[@]}")
 fi
 pytorch_conf=segment_policy:pytorch,expandable_segments:false
+candidate=${BENCH_STEP_CANDIDATE:-}
 
 # run WORKLOAD CONF OUT: one busy run under the preload; its output in OUT,
 # its trace in OUT.jsonl.
@@ -71,7 +75,7 @@ rows=()
 for w in "${workloads[@]}"; do
   for ((r = 0; r < runs; ++r)); do
     run "$w" "$pytorch_conf" "$scratch/$w.pytorch.$r"
-    run "$w" "" "$scratch/$w.default.$r"
+    run "$w" "$candidate" "$scratch/$w.default.$r"
   done
   declare -A m=()
   for c in pytorch default; do
@@ -108,8 +112,8 @@ echo "medians of $runs alternating runs of the steady state's median / p90 step;
 echo "waits for the device / cuMemCreate / cuMemMap / cuMemUnmap / cuMemRelease; then peak reserved / peak live."
 echo
 {
-  printf 'workload\tPyTorch policy (%s)\tdefault\tdefault / PyTorch policy: median / p90\tgoal: <= 1.03 / 1.10, reserved <= 1.05\n' "$pytorch_conf"
+  printf 'workload\tPyTorch policy (%s)\t%s\tratio: median / p90\tgoal: <= 1.03 / 1.10, reserved <= 1.05\n' "$pytorch_conf" "${candidate:-default}"
   printf '%s\n' "${rows[@]}"
 } | column -t -s $'\t'
 echo
-echo "command: BENCH_STEP_RUNS=$runs BENCH_HOST_US=$host_us BENCH_DEVICE_US=$device_us BENCH_COSTS=$costs scripts/bench_steps.sh $B"
+echo "command: ${candidate:+BENCH_STEP_CANDIDATE=$candidate }BENCH_STEP_RUNS=$runs BENCH_HOST_US=$host_us BENCH_DEVICE_US=$device_us BENCH_COSTS=$costs scripts/bench_steps.sh $B"

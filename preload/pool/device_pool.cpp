@@ -193,12 +193,15 @@ Block* DevicePool::Impl::refill(SubPool& sp, PoolKind kind, std::size_t rounded,
   // all of them (in every sub-pool) reusable, without waiting for it (a
   // synchronisation where the upstream cannot order). Doing this before
   // growing is what keeps a cudaMalloc/cudaFree loop at a constant
-  // footprint. The tight policy does it before any growth: the blocks it
-  // frees may coalesce into room (varlen_workloads kv_cache: 66 MiB pending
-  // while a 220 MiB request raised the peak).
+  // footprint. The tight policy does it also before growth that would
+  // raise the peak of reserved memory: the blocks it frees may coalesce
+  // into room (varlen_workloads kv_cache: 66 MiB pending while a 220 MiB
+  // request raised the peak). Not before every growth: each ordering is a
+  // few driver calls, and many_layers made 200 a step that way.
   const bool tight = config_.segment_policy == SegmentPolicy::tight;
+  const bool at_peak = reserved_total_.load() + rounded > peak_reserved_.load();
   bool synchronized = false;
-  if ((sp.pending_bytes[kind] >= rounded || (tight && sp.pending_bytes[kind] > 0)) &&
+  if ((sp.pending_bytes[kind] >= rounded || (tight && at_peak && sp.pending_bytes[kind] > 0)) &&
       order_device(&synchronized).ok()) {
     reclaim(sp);
     trim_to_release_threshold(sp, synchronized);
