@@ -118,6 +118,10 @@ run_one() {
     # each client's start-up (Chromium's is seconds) is not worth CI's time.
     # numba.* tests: Numba's suite on the sim, a client like those (and not
     # built here: tests/integration/CMakeLists.txt).
+    # TorchSnapshots: the six real PyTorch snapshots imported, replayed and
+    # advised on (some 75 s of CPU here, of CI's limit); the importer, the
+    # replay, advise and the pool run here on smaller traces and pickles in
+    # import_replay_unit_tests, the pool's unit tests and the golden tests.
     # Workloads/StepLoop: the workloads on a busy device for the counts of
     # waits and page moves (issue 30); the pool code they run is checked
     # here by its unit tests and the Varlen/Seeds runs, and the sim's slower
@@ -125,7 +129,7 @@ run_one() {
     # (The programs that fork while other threads run and whose children
     # exit() turn off LeakSanitizer's at-exit check for themselves:
     # tests/apps/forks_under_lsan.h says why.)
-    select=(-E '^(analyzer\.Memory\.PeakResidentMemoryDoesNotGrowWithTheTrace|python\..*|clients\..*|numba\..*|integration\.Workloads/StepLoop\..*)$')
+    select=(-E '^(analyzer\.Memory\.PeakResidentMemoryDoesNotGrowWithTheTrace|python\..*|clients\..*|numba\..*|integration\.Workloads/StepLoop\..*|integration\.TorchSnapshots\..*)$')
   fi
   local -a target_args=()
   for t in "${targets[@]}"; do target_args+=(--target "$t"); done

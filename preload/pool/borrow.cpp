@@ -42,10 +42,11 @@ Allocation DevicePool::Impl::borrow_in_order(SubPool& sp, PoolKind kind, std::si
     // range (device_pool.h); a device-wide request may take any (finish()
     // marks it as one a reset destroys). A destroyed stream's sub-pool is
     // on its way back to the driver.
-    if (out.ptr || &other == &sp || !other.expandable || other.orphan) return;
-    if (stream_ordered && !other.stream_ordered) return;
+    // (stream_ordered is fixed when a sub-pool is made; the rest is read
+    // under its lock, only tried: the caller holds sp's.)
+    if (out.ptr || &other == &sp || (stream_ordered && !other.stream_ordered)) return;
     std::unique_lock lock(other.mu, std::try_to_lock);
-    if (!lock) return;
+    if (!lock || !other.expandable || other.orphan) return;
     reclaim(other);
     DevicePtr at = 0;
     Block* b = find_mapped_stretch(other, kind, rounded, &at);

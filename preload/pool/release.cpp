@@ -150,13 +150,19 @@ bool DevicePool::Impl::idle_pages_would_help(SubPool& sp) {
   bool could_help = false;
   for_each_sub_pool([&](SubPool& other) {
     if (could_help) return;
+    // Another sub-pool's lists are read under its lock (only tried: the
+    // caller holds sp's).
+    std::unique_lock<FutexLock> lock;
+    if (&other != &sp) {
+      lock = std::unique_lock(other.mu, std::try_to_lock);
+      if (!lock) return;
+    }
+    if (!other.expandable) return;
     // Pending blocks a synchronisation or ordering covered already need
     // none: the next reclaim frees them.
     const bool uncovered = (other.pending_tail && other.pending_tail->ticket >= reuse_done_.load()) ||
                            !other.fenced.empty();
-    if (uncovered && other.expandable) could_help = true;
-    else if (&other == &sp) could_help = busy_free_pages(other);
-    else if (std::unique_lock lock(other.mu, std::try_to_lock); lock) could_help = busy_free_pages(other);
+    could_help = uncovered || busy_free_pages(other);
   });
   return could_help;
 }

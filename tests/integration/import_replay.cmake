@@ -8,7 +8,6 @@ set(CUMEMTRACE_TORCH_SNAPSHOTS "${CMAKE_SOURCE_DIR}/../shared/traces/torch" CACH
 add_executable(import_replay_integration_tests
   integration_support.cpp
   seeds_workload_test.cpp
-  step_loops_test.cpp
   torch_snapshot_export_test.cpp
   torch_snapshots_test.cpp
   varlen_workload_test.cpp)
