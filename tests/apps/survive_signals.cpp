@@ -92,8 +92,17 @@ int main(int argc, char** argv) {
     } else if (!before) {
       install(handler);
     }
+    // SIGINT and SIGTERM blocked from before "ready" until sigsuspend opens
+    // them atomically: with "while (!flag) pause()" a signal handled between
+    // the test and the pause is lost and the program sleeps forever.
+    sigset_t stop_signals, waiting;
+    sigemptyset(&stop_signals);
+    sigaddset(&stop_signals, SIGINT);
+    sigaddset(&stop_signals, SIGTERM);
+    sigprocmask(SIG_BLOCK, &stop_signals, &waiting);
     ready();
-    while (!g_signalled) pause();
+    while (!g_signalled) sigsuspend(&waiting);
+    sigprocmask(SIG_SETMASK, &waiting, nullptr);
     for (void* p : live) must_free(p);
     if (std::strcmp(argv[3], "reraise") == 0) {
       const int signo = g_signalled;

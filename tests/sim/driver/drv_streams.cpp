@@ -4,6 +4,9 @@
 // behavior"): work on the legacy stream waits for all earlier work on the
 // blocking streams of its context, and later work on a blocking stream waits
 // for the legacy stream. CU_STREAM_NON_BLOCKING streams take no part.
+#include <pthread.h>
+#include <signal.h>
+
 #include <new>
 #include <system_error>
 #include <thread>
@@ -70,12 +73,26 @@ CUresult make_stream(Context* c, unsigned flags, int priority, bool legacy, bool
     std::lock_guard<std::mutex> lk(c->mu);
     c->streams.insert(s.get());
   }
+  // The worker is the device, not a thread of the program: it starts with
+  // every signal blocked, so a process-directed signal (kill, Ctrl-C) still
+  // runs the program's handler on one of the program's own threads, where a
+  // loop such as "while (!flag) sigsuspend()" waits for it. A worker that
+  // took the signal instead left that loop asleep forever (seen under TSan,
+  // which delays handlers to its own safe points).
+  sigset_t all, previous;
+  sigfillset(&all);
+  pthread_sigmask(SIG_SETMASK, &all, &previous);
+  CUresult started = CUDA_SUCCESS;
   try {
     std::thread(worker_main, s).detach();
   } catch (const std::system_error&) {
+    started = CUDA_ERROR_OUT_OF_MEMORY;
+  }
+  pthread_sigmask(SIG_SETMASK, &previous, nullptr);
+  if (started != CUDA_SUCCESS) {
     std::lock_guard<std::mutex> lk(c->mu);
     c->streams.erase(s.get());
-    return CUDA_ERROR_OUT_OF_MEMORY;
+    return started;
   }
   *out = std::move(s);
   return CUDA_SUCCESS;
