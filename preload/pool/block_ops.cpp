@@ -327,6 +327,14 @@ std::string check_expandable(const Segment* seg) {
   std::size_t mapped = 0;
   for (bool m : seg->pages) mapped += m ? page : 0;
   if (mapped != seg->mapped) return "expandable segment's mapped bytes disagree with its pages";
+  if (seg->retiring.size() != seg->pages.size()) return "expandable segment's retiring flags do not match its pages";
+  std::size_t retiring = 0;
+  for (std::size_t p = 0; p < seg->pages.size(); ++p) {
+    if (!seg->retiring[p]) continue;
+    if (seg->pages[p]) return "a page is both mapped and retiring";
+    ++retiring;
+  }
+  if (retiring != seg->retiring_pages) return "expandable segment's retiring count disagrees with its flags";
   std::size_t in_runs = 0;
   DevicePtr end_of_previous = 0;
   for (const auto& [addr, len] : seg->runs) {

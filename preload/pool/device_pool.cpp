@@ -50,6 +50,7 @@ DevicePool::Impl::Impl(Upstream& upstream, const PoolConfig& config, int device,
       observer_(observer),
       uid_(g_next_pool_uid.fetch_add(1)),
       vm_granularity_(config.expandable_segments ? upstream.vm_granularity() : 0),
+      aliasing_(vm_granularity_ != 0 && upstream.supports_aliasing()),
       stream_ordered_segments_(upstream.has_stream_ordered_segments()) {
   std::lock_guard lock(streams_mu_);
   const std::uint32_t shards = std::max<std::uint32_t>(1, config_.device_shards);
@@ -460,6 +461,8 @@ Segment* DevicePool::Impl::new_segment() {
   seg->page_size = 0;
   seg->pages.clear();
   seg->page_busy.clear();
+  seg->retiring.clear();
+  seg->retiring_pages = 0;
   seg->runs.clear();
   seg->kind = detail::kLarge;
   seg->stream_ordered_memory = false;

@@ -123,14 +123,26 @@ class DevicePool::Impl {
   // if its last use may be another stream's. Empty when there is none.
   Allocation borrow_in_order(SubPool& sp, PoolKind kind, std::size_t rounded, std::size_t size,
                              bool stream_ordered);
+  // Which busy pages a move may take by aliasing (Upstream::alias_keep):
+  // none; those whose reuse an ordering made safe for any stream; or every
+  // busy page, when the memory moves within the sub-pool that freed it.
+  enum class Alias : std::uint8_t { none, ordered, own_sub_pool };
   // Unmaps whole idle pages under free blocks (outside [keep_begin,
   // keep_end)) until `goal` bytes went back; returns the bytes unmapped.
   // `keep`: the physical memory stays with the upstream for the map that
-  // follows (a move), rather than going back to the driver.
+  // follows (a move), rather than going back to the driver; with `alias`,
+  // busy pages may move too, their old mapping retiring later.
   std::size_t unmap_free_pages(SubPool& sp, Segment* seg, std::size_t goal, DevicePtr keep_begin,
-                               DevicePtr keep_end, UpstreamResult* first_error, bool keep = false);
+                               DevicePtr keep_end, UpstreamResult* first_error, bool keep = false,
+                               Alias alias = Alias::none);
   void unmap_run(SubPool& sp, Segment* seg, std::size_t first_page, std::size_t end_page,
-                 UpstreamResult* first_error, bool keep);
+                 UpstreamResult* first_error, bool keep, bool alias);
+  // Unmaps the old mappings of aliased pages whose queued work completed.
+  void retire_aliases(Segment* seg);
+  // Pages of [addr, addr+size) still mapped for queued work after an
+  // aliasing move; the end of the last such page in it (0: none).
+  std::size_t retiring_in(const Segment* seg, DevicePtr addr, std::size_t size) const;
+  DevicePtr last_retiring_end(const Segment* seg, DevicePtr addr, std::size_t size) const;
   // A wholly free expandable segment: everything unmapped (after a
   // synchronisation if some page is still busy), the range returned.
   void release_expandable(SubPool& sp, Segment* seg, UpstreamResult* first_error);
@@ -216,6 +228,7 @@ class DevicePool::Impl {
   // HAMi-core, or a device that advertises VMM but cannot back it): no
   // expandable growth from then on; ordinary segments serve large blocks.
   std::atomic<bool> vmm_refused_{false};
+  const bool aliasing_;  // upstream_.supports_aliasing()
   const bool stream_ordered_segments_;  // upstream_.has_stream_ordered_segments()
 
   // Lock order: slow_mu_ → streams_mu_ → one sub-pool's mu → segments_mu_ →

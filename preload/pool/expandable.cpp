@@ -40,6 +40,11 @@ Block* DevicePool::Impl::fit(SubPool& sp, PoolKind kind, std::size_t rounded, Up
   if (Block* mapped = mapped_stretch(sp, kind, rounded)) return mapped;
   // Virtual memory was refused: only what is mapped already can serve.
   if (vmm_refused_.load(std::memory_order_relaxed)) return nullptr;
+  // Addresses whose memory an aliasing move took while queued work still
+  // used them there are not mappable until that work completed: no fit
+  // here (the caller grows instead).
+  retire_aliases(f->segment);
+  if (retiring_in(f->segment, f->addr, rounded) != 0) return nullptr;
   *error = map_pages(sp, f->segment, f->addr, rounded);
   if (error->ok()) return f;
   note_map_refusal(error);
@@ -132,23 +137,38 @@ Block* DevicePool::Impl::grow_expandable(SubPool& sp, std::size_t rounded, Upstr
   // shortfall is new address space (and, once mapped, new memory).
   Block* last = seg->first;
   while (last && last->next) last = last->next;
-  const std::size_t tail = last && last->state == detail::BlockState::free ? last->size : 0;
-  const std::size_t extension = align_up(rounded - tail, granularity);
-  const std::size_t extent = seg->size();
-  if (extension > seg->va_size - extent) return nullptr;  // range full: caller falls back
-  {
-    std::lock_guard lock(segments_mu_);
-    if (!segment_map_.insert(seg, seg->base() + extent, extension)) {
-      *error = UpstreamResult::out_of_memory(upstream_.out_of_memory_code());
-      return nullptr;
+  std::size_t tail = last && last->state == detail::BlockState::free ? last->size : 0;
+  // The request goes after the last page of the free tail that an aliasing
+  // move left mapped for queued work (not mappable yet).
+  retire_aliases(seg);
+  DevicePtr start = seg->base() + seg->size() - tail;
+  if (tail != 0) {
+    if (const DevicePtr after = last_retiring_end(seg, start, tail); after != 0) {
+      tail -= after - start;
+      start = after;
     }
   }
-  seg->range.size.store(extent + extension, std::memory_order_release);
-  seg->pages.resize((extent + extension) / granularity, false);
-  seg->page_busy.resize(seg->pages.size(), 0);
-  Block* f = detail::add_free_tail(sp, seg, seg->base() + extent, extension);
-  *error = map_pages(sp, seg, f->addr, rounded);
-  if (error->ok()) return f;
+  Block* f = last;
+  if (rounded > tail) {
+    const std::size_t extension = align_up(rounded - tail, granularity);
+    const std::size_t extent = seg->size();
+    if (extension > seg->va_size - extent) return nullptr;  // range full: caller falls back
+    {
+      std::lock_guard lock(segments_mu_);
+      if (!segment_map_.insert(seg, seg->base() + extent, extension)) {
+        *error = UpstreamResult::out_of_memory(upstream_.out_of_memory_code());
+        return nullptr;
+      }
+    }
+    seg->range.size.store(extent + extension, std::memory_order_release);
+    seg->pages.resize((extent + extension) / granularity, false);
+    seg->page_busy.resize(seg->pages.size(), 0);
+    seg->retiring.resize(seg->pages.size(), false);
+    f = detail::add_free_tail(sp, seg, seg->base() + extent, extension);
+  }
+  *error = map_pages(sp, seg, start, rounded);
+  // (Split only now: a failure leaves no two free blocks side by side.)
+  if (error->ok()) return detail::split_free(sp, f, start);
   note_map_refusal(error);  // the caller falls back to ordinary segments
   return nullptr;
 }
@@ -160,6 +180,7 @@ UpstreamResult DevicePool::Impl::map_pages(SubPool& sp, Segment* seg, DevicePtr 
   const std::size_t end = (addr + size - base + g - 1) / g;
   const std::size_t missing = unmapped_bytes(seg, addr, size);
   if (missing == 0) return UpstreamResult::success();
+  retire_aliases(seg);
   // Rather than raise the peak, move memory from free holes to where it is
   // needed: idle pages of the holes are unmapped, their physical memory
   // kept and mapped here (no cuMemRelease and cuMemCreate for a move).
@@ -190,6 +211,13 @@ UpstreamResult DevicePool::Impl::map_missing_pages(SubPool& sp, Segment* seg, st
         saturating_add(free_bytes, upstream_.kept_bytes()) < still)
       return UpstreamResult::out_of_memory(upstream_.out_of_memory_code());
   }
+  // The callers keep requests off pages still mapped for queued work
+  // (retiring_in); one here would be mapped twice, which the driver
+  // refuses. Out of memory sends the request down the ladder, whose
+  // synchronisation retires them.
+  if (seg->retiring_pages != 0)
+    for (std::size_t p = first; p < end; ++p)
+      if (seg->retiring[p]) return UpstreamResult::out_of_memory(upstream_.out_of_memory_code());
   for (std::size_t p = first; p < end;) {
     if (seg->pages[p]) {
       ++p;
@@ -219,17 +247,29 @@ UpstreamResult DevicePool::Impl::map_missing_pages(SubPool& sp, Segment* seg, st
 }
 
 std::size_t DevicePool::Impl::unmap_free_pages(SubPool& sp, Segment* seg, std::size_t goal, DevicePtr keep_begin,
-                                               DevicePtr keep_end, UpstreamResult* first_error, bool keep) {
+                                               DevicePtr keep_end, UpstreamResult* first_error, bool keep,
+                                               Alias alias) {
   const std::size_t g = vm_granularity_;
   const DevicePtr base = seg->base();
   std::size_t released = 0;
-  // Only idle pages: the last use of a page under a block freed recently
-  // may still be queued, and cuMemUnmap does not wait for it (the page is
-  // then an illegal address for that work). Such pages wait for a later
-  // call, after their ordering's fence completed; nothing here waits.
-  auto usable = [&](std::size_t page) {
+  retire_aliases(seg);
+  // Idle pages: the last use of a page under a block freed recently may
+  // still be queued, and cuMemUnmap does not wait for it (the page is then
+  // an illegal address for that work); nothing here waits. A move may take
+  // a busy page's memory anyway where its next user runs after that use in
+  // device order (aliasing: the page stays mapped here until the use
+  // completed, retire_aliases): in its own sub-pool (a free block's memory
+  // is the sub-pool's to hand out), or elsewhere once an ordering began
+  // after the page's last free.
+  const bool aliasing = keep && alias != Alias::none && aliasing_;
+  const std::uint64_t ordered = reuse_done_.load(std::memory_order_acquire);
+  enum class Use : std::uint8_t { no, unmap, alias };
+  auto use = [&](std::size_t page) {
     const DevicePtr at = base + page * g;
-    return seg->pages[page] && !(at >= keep_begin && at < keep_end) && page_idle(seg, page);
+    if (!seg->pages[page] || (at >= keep_begin && at < keep_end)) return Use::no;
+    if (page_idle(seg, page)) return Use::unmap;
+    if (aliasing && (alias == Alias::own_sub_pool || seg->page_busy[page] <= ordered)) return Use::alias;
+    return Use::no;
   };
   for (Block* b = seg->first; b && released < goal; b = b->next) {
     if (b->state != detail::BlockState::free) continue;
@@ -237,13 +277,14 @@ std::size_t DevicePool::Impl::unmap_free_pages(SubPool& sp, Segment* seg, std::s
     std::size_t p = align_up(b->addr - base, g) / g;
     const std::size_t end = (b->addr + b->size - base) / g;
     while (p < end && released < goal) {
-      if (!usable(p)) {
+      const Use how = use(p);
+      if (how == Use::no) {
         ++p;
         continue;
       }
       std::size_t q = p;
-      while (q < end && usable(q) && released + (q - p) * g < goal) ++q;
-      unmap_run(sp, seg, p, q, first_error, keep);
+      while (q < end && use(q) == how && released + (q - p) * g < goal) ++q;
+      unmap_run(sp, seg, p, q, first_error, keep, how == Use::alias);
       released += (q - p) * g;
       p = q;
     }
@@ -251,8 +292,47 @@ std::size_t DevicePool::Impl::unmap_free_pages(SubPool& sp, Segment* seg, std::s
   return released;
 }
 
+void DevicePool::Impl::retire_aliases(Segment* seg) {
+  if (seg->retiring_pages == 0) return;
+  poll_orderings();
+  const std::size_t g = vm_granularity_;
+  for (std::size_t p = 0; p < seg->pages.size();) {
+    if (!seg->retiring[p] || !page_idle(seg, p)) {
+      ++p;
+      continue;
+    }
+    std::size_t q = p;
+    while (q < seg->pages.size() && seg->retiring[q] && page_idle(seg, q)) ++q;
+    {
+      std::lock_guard lock(upstream_mu_);
+      upstream_.unmap_alias(seg->base() + p * g, (q - p) * g);
+    }
+    for (std::size_t i = p; i < q; ++i) seg->retiring[i] = false;
+    seg->retiring_pages -= q - p;
+    p = q;
+  }
+}
+
+std::size_t DevicePool::Impl::retiring_in(const Segment* seg, DevicePtr addr, std::size_t size) const {
+  if (seg->retiring_pages == 0) return 0;
+  const std::size_t g = vm_granularity_;
+  const DevicePtr base = seg->base();
+  std::size_t n = 0;
+  for (std::size_t p = (addr - base) / g; p < (addr + size - base + g - 1) / g; ++p) n += seg->retiring[p] ? 1 : 0;
+  return n;
+}
+
+DevicePtr DevicePool::Impl::last_retiring_end(const Segment* seg, DevicePtr addr, std::size_t size) const {
+  if (seg->retiring_pages == 0) return 0;
+  const std::size_t g = vm_granularity_;
+  const DevicePtr base = seg->base();
+  for (std::size_t p = (addr + size - base + g - 1) / g; p-- > (addr - base) / g;)
+    if (seg->retiring[p]) return base + (p + 1) * g;
+  return 0;
+}
+
 void DevicePool::Impl::unmap_run(SubPool& sp, Segment* seg, std::size_t first, std::size_t end,
-                                 UpstreamResult* first_error, bool keep) {
+                                 UpstreamResult* first_error, bool keep, bool alias) {
   const std::size_t g = vm_granularity_;
   const DevicePtr lo = seg->base() + first * g;
   const DevicePtr hi = seg->base() + end * g;
@@ -281,10 +361,16 @@ void DevicePool::Impl::unmap_run(SubPool& sp, Segment* seg, std::size_t first, s
       ++it;
     }
   }
-  const UpstreamResult r = keep ? upstream_.unmap_keep(lo, hi - lo) : upstream_.unmap(lo, hi - lo);
+  const UpstreamResult r = alias  ? upstream_.alias_keep(lo, hi - lo)
+                           : keep ? upstream_.unmap_keep(lo, hi - lo)
+                                  : upstream_.unmap(lo, hi - lo);
   upstream_frees_.fetch_add(1, std::memory_order_relaxed);
   if (!r.ok() && first_error->ok()) *first_error = r;
   for (std::size_t p = first; p < end; ++p) seg->pages[p] = false;
+  if (alias) {
+    for (std::size_t p = first; p < end; ++p) seg->retiring[p] = true;
+    seg->retiring_pages += end - first;
+  }
   detail::change_mapped(sp, seg, -static_cast<std::ptrdiff_t>(hi - lo));
   note_reserved(-static_cast<std::ptrdiff_t>(hi - lo));
 }
@@ -293,12 +379,13 @@ void DevicePool::Impl::release_expandable(SubPool& sp, Segment* seg, UpstreamRes
   // Every page goes, so every page must be idle: off the step path (a
   // trim, a destroyed stream, a reset), one synchronisation if some are not.
   for (std::size_t p = 0; p < seg->pages.size(); ++p) {
-    if (seg->pages[p] && !page_idle(seg, p)) {
+    if ((seg->pages[p] || seg->retiring[p]) && !page_idle(seg, p)) {
       synchronize_device();
       break;
     }
   }
   unmap_free_pages(sp, seg, kUnlimited, 0, 0, first_error);
+  retire_aliases(seg);
   const DevicePtr base = seg->base();
   const std::size_t extent = seg->size();
   Block* b = seg->first;

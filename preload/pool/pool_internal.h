@@ -89,6 +89,12 @@ struct Segment {
   // mapped). Set when a block over it becomes free; only idle pages are
   // unmapped, because cuMemUnmap does not wait for queued work.
   std::vector<std::uint64_t> page_busy;
+  // Per page: its memory was moved while device work queued before the
+  // move may still use it here (an aliasing move, Upstream::alias_keep):
+  // unmapped for the pool, still mapped at the driver until that work has
+  // completed (page_busy says when), so not mappable until then.
+  std::vector<bool> retiring;
+  std::size_t retiring_pages = 0;
   std::map<DevicePtr, std::size_t> runs;
 
   DevicePtr base() const { return range.base.load(std::memory_order_relaxed); }

@@ -90,7 +90,9 @@ std::size_t DevicePool::Impl::release_free(SubPool& sp, std::size_t goal, Upstre
   for (Segment* seg = sp.segments; seg && released < goal;) {
     Segment* next = seg->next_in_pool;
     if (seg->expandable) {
-      released += unmap_free_pages(sp, seg, goal - released, 0, 0, first_error, how == Release::step_keep);
+      // (A move's memory from another sub-pool: ordered pages only.)
+      released += unmap_free_pages(sp, seg, goal - released, 0, 0, first_error, how == Release::step_keep,
+                                   Alias::ordered);
     } else if (how == Release::wait && detail::segment_is_free(seg)) {
       released += seg->backed();
       release_segment(sp, seg, first_error);
@@ -135,12 +137,23 @@ std::size_t DevicePool::Impl::make_room(SubPool& sp, std::size_t goal, Segment* 
   if (vm_granularity_ != 0 && idle_pages_would_help(sp)) order_device();
   // Pages whose last use completed since we last looked are idle now.
   poll_orderings();
+  // Old mappings that aliasing moves left in other sub-pools for queued
+  // work go once it completed: a sub-pool that allocates no more would keep
+  // them (and the memory of a page given back since) until its next move.
+  if (aliasing_) {
+    for_each_sub_pool([&](SubPool& other) {
+      if (&other == &sp) return;
+      std::unique_lock lock(other.mu, std::try_to_lock);
+      if (lock && other.expandable) retire_aliases(other.expandable);
+    });
+  }
   UpstreamResult ignored;
   // Moving pages (seg set): their memory stays with the upstream for the
   // map that follows. Making room for an ordinary segment: it goes back to
   // the driver, which serves that segment from it.
   const Release how = seg ? Release::step_keep : Release::step;
-  std::size_t released = seg ? unmap_free_pages(sp, seg, goal, keep_begin, keep_end, &ignored, true)
+  std::size_t released = seg ? unmap_free_pages(sp, seg, goal, keep_begin, keep_end, &ignored, true,
+                                                Alias::own_sub_pool)
                              : release_free(sp, goal, &ignored, how);
   if (released < goal) released += release_elsewhere(sp, goal - released, how);
   return released;

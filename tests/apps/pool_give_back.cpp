@@ -8,8 +8,9 @@
 // A (30 MiB) and B (50 MiB) are allocated; a slow operation is queued on the
 // legacy stream (SIMCUDA_ASYNC_LATENCY_US), then one that writes A's first
 // and last bytes behind it; A is freed while both are still queued. The
-// next request, 40 MiB, fits no hole: the range must grow, and a pool that
-// gave A's pages back now would fault the queued write. After a device
+// next request, 40 MiB, fits no hole: the range must grow, or take A's
+// memory by aliasing it (its old mapping stays for the queued write), and a
+// pool that gave A's pages back now would fault the queued write. After a device
 // synchronisation the same request again (D) finds A's pages idle, and may
 // take them. Every call must succeed, the synchronisation included.
 //

@@ -136,6 +136,19 @@ class Upstream {
   // Bytes kept by unmap_keep() and not mapped again yet: device memory that
   // the driver's free figure does not show as free, but map() can use.
   virtual std::size_t kept_bytes() { return 0; }
+  // An aliasing move: like unmap_keep(), the physical memory behind [addr,
+  // addr+size) is kept for the next map(), but this mapping of it stays, for
+  // device work queued before the move that may still use it here (the
+  // memory then has two addresses, as GMLake's stitched blocks do). The
+  // pool hands the memory out again only where that is safe in device order
+  // (the same stream, or after an ordering), and calls unmap_alias() once
+  // the queued work completed: cuMemUnmap of this mapping, the memory stays
+  // with its new one. Memory kept this way and dropped (drop_kept) is freed
+  // only when its old mapping goes. supports_aliasing() false: the pool
+  // moves only pages no queued work may use.
+  virtual bool supports_aliasing() { return false; }
+  virtual UpstreamResult alias_keep(DevicePtr /*addr*/, std::size_t /*size*/) { return UpstreamResult::failure(-1); }
+  virtual UpstreamResult unmap_alias(DevicePtr /*addr*/, std::size_t /*size*/) { return UpstreamResult::failure(-1); }
 
   // --- Ordering without waiting (optional) ---
   // Makes all device work issued after this call run after all device work

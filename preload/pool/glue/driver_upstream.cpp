@@ -2,6 +2,8 @@
 
 #include <cuda.h>
 
+#include <algorithm>
+
 #include "common/diagnostics.h"
 #include "hooks/real_cuda.h"
 #include "pool/glue/device_order.h"
@@ -453,8 +455,67 @@ UpstreamResult DriverUpstream::unmap_keep(DevicePtr addr, std::size_t size) {
 void DriverUpstream::drop_kept() {
   if (kept_.empty()) return;
   InContext in(primary_);
-  for (CUmemGenericAllocationHandle handle : kept_) driver().mem_release.get()(handle);
+  for (CUmemGenericAllocationHandle handle : kept_) {
+    // Still mapped at its old address for queued work: released when that
+    // mapping goes (a release now would leave the memory to the driver's
+    // own "freed when all mappings are unmapped", but unmap_alias() must
+    // then not release it).
+    const bool aliased = std::any_of(aliases_.begin(), aliases_.end(),
+                                     [handle](const auto& entry) { return entry.second == handle; });
+    if (!aliased) {
+      driver().mem_release.get()(handle);
+      continue;
+    }
+    try {
+      release_at_unmap_.push_back(handle);
+    } catch (...) {
+      driver().mem_release.get()(handle);  // the driver frees it with the old mapping
+    }
+  }
   kept_.clear();
+}
+
+// The page's handle joins kept_ (the next map() takes it); its mapping here
+// stays until unmap_alias(). No driver call: a handle may be mapped at
+// several addresses at once (cuMemMap: "multiple mappings of the same
+// handle" are allowed, as GMLake's stitching relies on).
+UpstreamResult DriverUpstream::alias_keep(DevicePtr addr, std::size_t size) {
+  for (std::size_t done = 0; done < size; done += granularity_)
+    if (handles_.find(addr + done) == handles_.end()) return result_of(CUDA_ERROR_INVALID_VALUE);
+  try {
+    kept_.reserve(kept_.size() + size / granularity_);
+    aliases_.reserve(aliases_.size() + size / granularity_);
+  } catch (...) {
+    return result_of(CUDA_ERROR_OUT_OF_MEMORY);
+  }
+  for (std::size_t done = 0; done < size; done += granularity_) {
+    const auto it = handles_.find(addr + done);
+    kept_.push_back(it->second);
+    aliases_.emplace(it->first, it->second);
+    handles_.erase(it);
+  }
+  return UpstreamResult::success();
+}
+
+UpstreamResult DriverUpstream::unmap_alias(DevicePtr addr, std::size_t size) {
+  InContext in(primary_);
+  Driver& d = driver();
+  UpstreamResult first = UpstreamResult::success();
+  for (std::size_t done = 0; done < size; done += granularity_) {
+    const DevicePtr page = addr + done;
+    const CUresult rc = d.mem_unmap.get()(static_cast<CUdeviceptr>(page), granularity_);
+    if (rc != CUDA_SUCCESS && first.ok()) first = result_of(rc);
+    const auto it = aliases_.find(page);
+    if (it == aliases_.end()) continue;
+    const CUmemGenericAllocationHandle handle = it->second;
+    aliases_.erase(it);
+    const auto pending = std::find(release_at_unmap_.begin(), release_at_unmap_.end(), handle);
+    if (pending != release_at_unmap_.end()) {
+      release_at_unmap_.erase(pending);
+      d.mem_release.get()(handle);
+    }
+  }
+  return first;
 }
 
 UpstreamResult DriverUpstream::unmap_pages(DevicePtr addr, std::size_t size, bool keep) {

@@ -65,6 +65,9 @@ class DriverUpstream final : public pool::Upstream {
   pool::UpstreamResult unmap_keep(pool::DevicePtr addr, std::size_t size) override;
   void drop_kept() override;
   std::size_t kept_bytes() override { return kept_.size() * granularity_; }
+  bool supports_aliasing() override { return true; }
+  pool::UpstreamResult alias_keep(pool::DevicePtr addr, std::size_t size) override;
+  pool::UpstreamResult unmap_alias(pool::DevicePtr addr, std::size_t size) override;
   pool::UpstreamResult order_device(pool::FenceHandle* fence) override;
 
   // The driver call that made the calling thread's latest segment:
@@ -98,6 +101,11 @@ class DriverUpstream final : public pool::Upstream {
   // per upstream (upstream.h), so these need no lock.
   std::unordered_map<pool::DevicePtr, unsigned long long> handles_;
   std::vector<unsigned long long> kept_;
+  // Old mappings of pages an aliasing move took (alias_keep), until
+  // unmap_alias; and those of their handles already released elsewhere
+  // (dropped from kept_), released when their last mapping goes.
+  std::unordered_map<pool::DevicePtr, unsigned long long> aliases_;
+  std::vector<unsigned long long> release_at_unmap_;
   // Events of destroyed fences, recorded again for the next (cuEventCreate
   // and cuEventDestroy per fence cost more than a record).
   std::vector<void*> spare_events_;

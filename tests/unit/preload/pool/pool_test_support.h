@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <functional>
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -26,8 +27,8 @@ inline constexpr int kOomCode = 2;
 
 class FakeUpstream : public Upstream {
  public:
-  explicit FakeUpstream(std::size_t capacity = kUnlimited, std::size_t vm_granularity = 0)
-      : capacity_(capacity), granularity_(vm_granularity) {}
+  explicit FakeUpstream(std::size_t capacity = kUnlimited, std::size_t vm_granularity = 0, bool aliasing = false)
+      : aliasing(aliasing), capacity_(capacity), granularity_(vm_granularity) {}
 
   UpstreamResult allocate(std::size_t size, DevicePtr* ptr) override {
     ++allocate_calls;
@@ -140,12 +141,30 @@ class FakeUpstream : public Upstream {
     ++allocate_calls;
     if (refuse_maps != 0) return UpstreamResult::failure(refuse_maps);
     if (addr % granularity_ || size % granularity_) violations.push_back("unaligned map");
+    // cuMemMap refuses a range that is mapped already (an alias not yet
+    // unmapped, say).
+    for (std::size_t at = 0; at < size; at += granularity_)
+      if (covered(addr + at)) {
+        violations.push_back("map over memory that is mapped");
+        break;
+      }
     // Memory a move kept serves first: only the rest is new.
     const std::size_t reused = std::min(kept, size);
     if (!take(size - reused)) return UpstreamResult::out_of_memory(kOomCode);
     kept -= reused;
     new_map_bytes += size - reused;
     mapped[addr] = size;
+    // Kept memory is taken oldest first; the test hears where aliased
+    // memory (still mapped at its old address for queued work) went.
+    for (std::size_t at = 0; at < reused;) {
+      KeptPiece& piece = kept_pieces.front();
+      const std::size_t n = std::min(piece.size, reused - at);
+      if (piece.from != 0 && on_alias_map) on_alias_map(addr + at, piece.from, n);
+      if (piece.from != 0) piece.from += n;
+      piece.size -= n;
+      if (piece.size == 0) kept_pieces.erase(kept_pieces.begin());
+      at += n;
+    }
     return UpstreamResult::success();
   }
   UpstreamResult unmap(DevicePtr addr, std::size_t size) override {
@@ -180,14 +199,43 @@ class FakeUpstream : public Upstream {
     const std::size_t before = used;
     const UpstreamResult r = unmap(addr, size);
     kept += before - used;
+    kept_pieces.push_back(KeptPiece{0, before - used});
     used = before;
     return r;
   }
   void drop_kept() override {
     used -= kept;
     kept = 0;
+    kept_pieces.clear();
   }
   std::size_t kept_bytes() override { return kept; }
+
+  // Aliasing moves, when `aliasing` is set: the memory is kept, its mapping
+  // here stays (in `aliases`) until unmap_alias, which the test checks like
+  // any unmap (on_unmap: no queued work may use it any more).
+  bool supports_aliasing() override { return aliasing; }
+  UpstreamResult alias_keep(DevicePtr addr, std::size_t size) override {
+    ++alias_calls;
+    if (!aliasing) violations.push_back("alias_keep on an upstream without aliasing");
+    if (addr % granularity_ || size % granularity_) violations.push_back("unaligned alias");
+    for (std::size_t at = 0; at < size; at += granularity_) {
+      if (!covered(addr + at)) violations.push_back("alias of memory that is not mapped");
+      aliases.insert(addr + at);
+    }
+    kept += size;
+    kept_pieces.push_back(KeptPiece{addr, size});
+    return UpstreamResult::success();
+  }
+  UpstreamResult unmap_alias(DevicePtr addr, std::size_t size) override {
+    for (std::size_t at = 0; at < size; at += granularity_)
+      if (aliases.erase(addr + at) == 0) violations.push_back("unmap_alias of a page that is not an alias");
+    const std::size_t before = used;
+    const std::uint64_t calls = release_calls;
+    const UpstreamResult r = unmap(addr, size);  // checks the hazards (on_unmap)
+    used = before;  // the memory stays with its new mapping
+    release_calls = calls;
+    return r;
+  }
 
   // Orderings (Upstream::order_device), when `ordering` is set: a fence that
   // completes with complete_orderings() or when the device is idle.
@@ -224,6 +272,16 @@ class FakeUpstream : public Upstream {
   std::uint64_t allocate_calls = 0, release_calls = 0, synchronize_calls = 0, query_calls = 0, order_calls = 0;
   bool ordering = false;         // order_device() succeeds
   std::size_t kept = 0;          // bytes unmap_keep() kept for the next map
+  struct KeptPiece {
+    DevicePtr from;  // where aliased memory is still mapped; 0: unmapped (unmap_keep)
+    std::size_t size;
+  };
+  std::vector<KeptPiece> kept_pieces;
+  bool aliasing = false;          // supports_aliasing()
+  std::set<DevicePtr> aliases;    // pages still mapped after alias_keep
+  std::uint64_t alias_calls = 0;
+  // Aliased memory still mapped at `from` was mapped again at `to`.
+  std::function<void(DevicePtr to, DevicePtr from, std::size_t)> on_alias_map;
   std::size_t new_map_bytes = 0;  // bytes map() took as new memory (not kept)
   std::function<void(FenceHandle)> on_order;                // an ordering was made
   std::function<void(DevicePtr, std::size_t)> on_unmap;     // pages were unmapped
@@ -244,6 +302,14 @@ class FakeUpstream : public Upstream {
   };
   static constexpr StreamHandle kDeadStream = ~StreamHandle{0};
   static constexpr StreamHandle kOrderingStream = ~StreamHandle{0} - 1;
+
+  // Whether a mapped range covers addr.
+  bool covered(DevicePtr addr) const {
+    auto it = mapped.upper_bound(addr);
+    if (it == mapped.begin()) return false;
+    --it;
+    return addr < it->first + it->second;
+  }
 
   bool take(std::size_t size) {
     if (capacity_ != kUnlimited && used + size > capacity_) return false;

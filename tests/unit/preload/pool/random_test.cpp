@@ -51,9 +51,22 @@ struct Hazard {
 
 class RandomRun {
  public:
-  RandomRun(const char* conf, std::uint32_t seed, std::size_t vm_granularity = 0, bool ordering = false)
-      : up_(512 * MiB, vm_granularity), pool_(up_, config_from(conf)), rng_(seed) {
+  RandomRun(const char* conf, std::uint32_t seed, std::size_t vm_granularity = 0, bool ordering = false,
+            bool aliasing = false)
+      : up_(512 * MiB, vm_granularity, aliasing), pool_(up_, config_from(conf)), rng_(seed) {
     up_.ordering = ordering;
+    // An aliasing move maps memory that queued work may still use at its
+    // old address: that work's hazards come with it to the new address.
+    up_.on_alias_map = [this](DevicePtr to, DevicePtr from, std::size_t size) {
+      ++aliased_pages_;
+      std::vector<std::pair<DevicePtr, Hazard>> moved;
+      for (const auto& [h, hz] : hazards_) {
+        const DevicePtr lo = std::max(h, from), hi = std::min(h + hz.size, from + size);
+        if (lo < hi) moved.emplace_back(to + (lo - from), Hazard{hz.kind, hi - lo, hz.stream, hz.ordered});
+      }
+      clear_hazards(to, size);  // the address's earlier memory is gone
+      for (const auto& [at, hz] : moved) hazards_[at] = hz;
+    };
     up_.on_device_idle = [this] { hazards_.clear(); };
     up_.on_order = [this](FenceHandle) {
       for (auto& [p, hz] : hazards_) hz.ordered = true;
@@ -143,6 +156,24 @@ class RandomRun {
     ++allocations_;
     live_bytes_ += a.block;
     live_requested_ += size;
+  }
+
+  // Drops the hazards over [p, p+size), keeping the parts outside.
+  void clear_hazards(DevicePtr p, std::size_t size) {
+    auto it = hazards_.upper_bound(p);
+    if (it != hazards_.begin()) --it;
+    while (it != hazards_.end() && it->first < p + size) {
+      const DevicePtr h = it->first;
+      const Hazard hz = it->second;
+      if (h + hz.size <= p) {
+        ++it;
+        continue;
+      }
+      it = hazards_.erase(it);
+      if (h < p) hazards_[h] = Hazard{hz.kind, p - h, hz.stream, hz.ordered};
+      if (h + hz.size > p + size) hazards_[p + size] = Hazard{hz.kind, h + hz.size - p - size, hz.stream, hz.ordered};
+      it = hazards_.lower_bound(p + size);
+    }
   }
 
   void check_safe_to_reuse(DevicePtr p, std::size_t block, bool stream_ordered, StreamHandle stream) {
@@ -291,6 +322,9 @@ class RandomRun {
   std::set<DevicePtr> destroyed_;  // live blocks of destroyed streams
   std::size_t live_bytes_ = 0, live_requested_ = 0;
   int step_ = 0, ooms_ = 0, reuses_ = 0, allocations_ = 0;
+
+ public:
+  std::uint64_t aliased_pages_ = 0;  // aliasing moves whose memory was mapped again
 };
 
 }  // namespace
@@ -316,6 +350,16 @@ TEST(PoolRandomTest, ExpandableSegments) {
 TEST(PoolRandomTest, ExpandableSegmentsOnAnOrderedDevice) {
   RandomRun run("expandable_segments:true", 31337, 2 * MiB, /*ordering=*/true);
   run.run(kSteps / 2);
+}
+
+// The same, with moves that take busy pages by aliasing (as
+// libcumemtrace.so's upstream does): what queued work still uses at the old
+// address is reused only where that is safe in device order, and the old
+// address is unmapped only after that work.
+TEST(PoolRandomTest, AliasingMovesOnAnOrderedDevice) {
+  RandomRun run("expandable_segments:true", 27182, 2 * MiB, /*ordering=*/true, /*aliasing=*/true);
+  run.run(kSteps / 2);
+  EXPECT_GT(run.aliased_pages_, 100u) << "the run should move busy pages";
 }
 
 TEST(PoolRandomTest, WithOversizeRuleAndRounding) {
