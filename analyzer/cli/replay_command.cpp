@@ -68,6 +68,21 @@ Json render_json(const ReplayTrace& trace, const std::string& conf, const pool::
   j["segments_freed"] = r.upstream_frees;
   j["synchronizes"] = r.synchronizes;
   j["orderings"] = r.orderings;
+  if (r.steady.steps > 0) {
+    // The program's steps (its most frequent mark), and what the pool asked
+    // of the device in the steady ones (after the first quarter).
+    const auto per_step = [&r](std::uint64_t n) { return round4(ratio_of(n, r.steady.steady)); };
+    j["steps"] = {{"mark", trace.step_mark},
+                  {"count", r.steady.steps},
+                  {"steady", r.steady.steady},
+                  {"steady_segments_allocated", r.steady.upstream_allocs},
+                  {"steady_segments_freed", r.steady.upstream_frees},
+                  {"steady_synchronizes", r.steady.synchronizes},
+                  {"per_steady_step",
+                   {{"segments_allocated", per_step(r.steady.upstream_allocs)},
+                    {"segments_freed", per_step(r.steady.upstream_frees)},
+                    {"synchronizes", per_step(r.steady.synchronizes)}}}};
+  }
   j["fragmentation_at_peak"] = fragmentation_json(r.at_peak);
   j["fragmentation_at_end"] = fragmentation_json(r.at_end);
   j["min_capacity"] = m.found ? Json(m.capacity) : Json(nullptr);
@@ -136,6 +151,13 @@ std::string render_text(const ReplayTrace& trace, const std::string& conf, const
   }
   out << "  segments:        " << r.upstream_allocs << " obtained, " << r.upstream_frees << " given back, "
       << r.synchronizes << " synchronisations (the host waited), " << r.orderings << " orderings (it did not)\n";
+  if (r.steady.steps > 0) {
+    const auto per_step = [&r](std::uint64_t n) { return format_fixed(ratio_of(n, r.steady.steady), 2); };
+    out << "  steps:           " << r.steady.steps << " (mark '" << trace.step_mark << "'); per steady step (the last "
+        << r.steady.steady << "): " << per_step(r.steady.upstream_allocs) << " segments obtained, "
+        << per_step(r.steady.upstream_frees) << " given back, " << per_step(r.steady.synchronizes)
+        << " synchronisations\n";
+  }
   out << "  fragmentation at the reserved peak: " << fragmentation_text(r.at_peak) << "\n";
   out << "  fragmentation at the end:           " << fragmentation_text(r.at_end) << "\n";
   if (m.found) {

@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cumemtrace/analyzer/analysis.h"
+#include "cumemtrace/analyzer/growth.h"
 #include "cumemtrace/analyzer/trace_reader.h"
 #include "cumemtrace/analyzer/units.h"
 #include "cumemtrace/caching_allocators.h"
@@ -221,6 +222,23 @@ struct ReplayTraceBuilder::State {
     ++trace.frees;
   }
 
+  // Where each mark name's occurrences fall in `ops` (names folded; the
+  // first few distinct names only: step marks recur from the start).
+  static constexpr std::size_t kMaxMarkNames = 16;
+  std::vector<std::pair<std::string, std::vector<std::size_t>>> marks;
+
+  void mark(const TraceEvent& e) {
+    if (over_limit) return;
+    std::string folded = fold_numbers(e.name);
+    for (auto& [name, at] : marks) {
+      if (name == folded) {
+        at.push_back(trace.ops.size());
+        return;
+      }
+    }
+    if (marks.size() < kMaxMarkNames) marks.emplace_back(std::move(folded), std::vector<std::size_t>{trace.ops.size()});
+  }
+
   void oom(const TraceEvent& e) {
     if (over_limit) return;
     const std::uint16_t device = device_index(e.dev);
@@ -261,6 +279,7 @@ void ReplayTraceBuilder::consume(const TraceEvent& e) {
     case format::Event::alloc: s.alloc(e); break;
     case format::Event::free: s.free(e); break;
     case format::Event::oom: s.oom(e); break;
+    case format::Event::mark: s.mark(e); break;
     default: break;
   }
 }
@@ -285,6 +304,16 @@ ReplayTrace ReplayTraceBuilder::finish(const TraceReader& reader, std::uint64_t 
   for (ReplayOp& op : trace.ops) op.device = new_index[op.device];
 
   trace.slots = state_->slots.count();
+  // The steps: the most frequent mark, the first seen on a tie.
+  constexpr std::size_t kMinSteps = 3;
+  const std::vector<std::size_t>* steps = nullptr;
+  for (const auto& [name, at] : state_->marks) {
+    if (at.size() >= kMinSteps && (!steps || at.size() > steps->size())) {
+      steps = &at;
+      trace.step_mark = name;
+    }
+  }
+  if (steps && !state_->over_limit) trace.step_starts = *steps;
   trace.trace_peak_reserved = peak_reserved;
   trace.trace_peak_allocated = peak_allocated;
   trace.truncated = reader.stats().truncated;
@@ -390,7 +419,28 @@ ReplayResult replay(const ReplayTrace& trace, const ReplayOptions& options) {
 
   const bool device_wide = options.device_wide;
   const bool stream_ordered = options.stream_ordered && !device_wide;
-  for (const ReplayOp& op : trace.ops) {
+  // The steady state begins with the step after the first quarter (as the
+  // workload programs count it: tests/apps/workload_device.h); the pool's
+  // counters there and at the end give what its steps cost.
+  ReplayResult::SteadySteps& steady = result.steady;
+  steady.steps = trace.step_starts.size();
+  steady.steady = steady.steps - steady.steps / 4;
+  const std::size_t steady_from = steady.steps > 0 ? trace.step_starts[steady.steps / 4] : trace.ops.size();
+  pool::PoolStats at_steady;
+  auto sum_counters = [&pools] {
+    pool::PoolStats sum;
+    for (const auto& p : pools) {
+      const pool::PoolStats s = p->stats();
+      sum.upstream_allocs += s.upstream_allocs;
+      sum.upstream_frees += s.upstream_frees;
+      sum.synchronizes += s.synchronizes;
+    }
+    return sum;
+  };
+  for (std::size_t index = 0; index <= trace.ops.size(); ++index) {
+    if (index == steady_from && steady.steps > 0) at_steady = sum_counters();
+    if (index == trace.ops.size()) break;
+    const ReplayOp& op = trace.ops[index];
     pool::DevicePool& p = *pools[op.device];
     DeviceReplay& dr = result.devices[op.device];
     Live& live = slots[op.slot];
@@ -464,6 +514,12 @@ ReplayResult replay(const ReplayTrace& trace, const ReplayOptions& options) {
     }
   }
 
+  if (steady.steps > 0) {
+    const pool::PoolStats at_end = sum_counters();
+    steady.upstream_allocs = at_end.upstream_allocs - at_steady.upstream_allocs;
+    steady.upstream_frees = at_end.upstream_frees - at_steady.upstream_frees;
+    steady.synchronizes = at_end.synchronizes - at_steady.synchronizes;
+  }
   result.peak_reserved = reserved.total_peak;
   result.at_end = pooled_fragmentation(pools);
   for (std::size_t i = 0; i < n; ++i) {

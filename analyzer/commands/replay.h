@@ -92,6 +92,11 @@ struct ReplayTrace {
   std::uint64_t lost_frees = 0;        // alloc over a live pointer: a free is implied first
   std::uint64_t skipped_kind = 0;      // managed / pinned host allocs and frees
   std::vector<ReplayOom> ooms;         // the run's failures, in order (each also a probe op)
+  // The program's steps: the mark that recurs most often (at least 3
+  // times), its numbers folded ("step 41" -> "step #"), and where in `ops`
+  // each of its steps begins. Empty when the trace has no such mark.
+  std::string step_mark;
+  std::vector<std::size_t> step_starts;
   ReplayOrigin origin;
   // The trace's own figures (its allocator's), as `report` computes them.
   std::uint64_t trace_peak_reserved = 0;
@@ -171,6 +176,16 @@ struct ReplayResult {
   std::uint64_t upstream_frees = 0;
   std::uint64_t synchronizes = 0;  // the host waited for the device
   std::uint64_t orderings = 0;     // the pool ordered the device instead (no wait)
+  // The steady state of the program's steps (ReplayTrace::step_starts): the
+  // steps after the first quarter, and what the pool asked of the device
+  // during them, all devices together. Zero when the trace has no steps.
+  struct SteadySteps {
+    std::uint64_t steps = 0;       // all the trace's steps
+    std::uint64_t steady = 0;      // of those, after the warm-up quarter
+    std::uint64_t upstream_allocs = 0;  // segments obtained and ranges mapped
+    std::uint64_t upstream_frees = 0;   // segments given back and ranges unmapped
+    std::uint64_t synchronizes = 0;
+  } steady;
   // DESIGN.md's metrics, all devices pooled: when reserved memory peaked,
   // and after the last event.
   pool::FragmentationMetrics at_peak;

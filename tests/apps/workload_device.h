@@ -100,7 +100,8 @@ class Device {
   void step_end() {
     if (!busy_) return;
     // loss.item(): a value read back, after everything the step queued.
-    if (!loss_) check("cudaMalloc", cudaMalloc(&loss_, 64));
+    // (Counted as the program's: its peak of live bytes is the trace's.)
+    if (!loss_ && !(loss_ = alloc(64))) fail(program_, "cudaMalloc", cudaErrorMemoryAllocation);
     unsigned char host[4] = {};
     // Into pageable memory: done when the call returns, after the stream's
     // earlier work (CUDA Runtime API, "API synchronization behavior").

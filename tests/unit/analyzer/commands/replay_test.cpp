@@ -57,6 +57,34 @@ TEST(Replay, SegmentSizesAndReuseFollowThePolicy) {
   EXPECT_NEAR(r.at_end.rounding_waste, 1.0 - (1000.0 + 20.0 * MiB) / (1.0 * KiB + 20.0 * MiB), 1e-9);
 }
 
+// The program's steps are its most frequent mark (numbers folded), and what
+// the pool asked of the device is counted over the steps after the first
+// quarter: here the first of four steps makes the pool's only segment.
+TEST(Replay, StepsAreTheMostFrequentMarkAndTheSteadyOnesAreCounted) {
+  TempDir dir;
+  TraceText text;
+  text.mark("epoch 0");
+  for (int step = 0; step < 4; ++step) {
+    text.mark("step " + std::to_string(step)).alloc(0x1000, 3 * MiB, 0, 0x7).free(0x1000, 3 * MiB, 0, 0x7);
+    if (step == 2) text.mark("epoch 1");
+  }
+  const ReplayTrace trace = text.load(dir);
+  EXPECT_EQ(trace.step_mark, "step #");
+  EXPECT_EQ(trace.step_starts, (std::vector<std::size_t>{0, 2, 4, 6}));
+  const ReplayResult r = replay(trace, ReplayOptions{});
+  EXPECT_EQ(r.steady.steps, 4u);
+  EXPECT_EQ(r.steady.steady, 3u);
+  EXPECT_EQ(r.upstream_allocs, 1u);
+  EXPECT_EQ(r.steady.upstream_allocs, 0u) << "the segment came in the warm-up step";
+  EXPECT_EQ(r.steady.upstream_frees, 0u);
+  EXPECT_EQ(r.steady.synchronizes, 0u);
+
+  // Fewer than three of any mark: no steps.
+  const ReplayTrace few = TraceText().mark("step 0").alloc(0x1000, 1000).mark("step 1").load(dir, "few.jsonl");
+  EXPECT_TRUE(few.step_starts.empty());
+  EXPECT_EQ(replay(few, ReplayOptions{}).steady.steps, 0u);
+}
+
 TEST(Replay, StreamOrderedFreesAreReusableAtOnceOnTheirStream) {
   TempDir dir;
   const std::uint64_t s = 0x51;

@@ -59,6 +59,10 @@ class TraceText {
                      R"(,"device_total":0,"cause":"capacity","stack":0})");
     return *this;
   }
+  TraceText& mark(const std::string& name) {
+    lines_.push_back(R"({"ev":"mark","t":)" + tick() + R"(,"tid":1,"name":")" + name + R"(","kind":"instant"})");
+    return *this;
+  }
   std::string text() const { return join_lines(lines_) + end_line(t_ + 1) + "\n"; }
   // Writes the trace and loads it for replay.
   ReplayTrace load(const TempDir& dir, const std::string& name = "t.jsonl") const {
