@@ -228,7 +228,8 @@ struct ReplayTraceBuilder::State {
   std::vector<std::pair<std::string, std::vector<std::size_t>>> marks;
 
   void mark(const TraceEvent& e) {
-    if (over_limit) return;
+    // A range's end (`pop`) begins nothing, as for the growth report.
+    if (over_limit || (e.kind != "push" && e.kind != "instant")) return;
     std::string folded = fold_numbers(e.name);
     for (auto& [name, at] : marks) {
       if (name == folded) {

@@ -65,7 +65,8 @@ TEST(Replay, StepsAreTheMostFrequentMarkAndTheSteadyOnesAreCounted) {
   TraceText text;
   text.mark("epoch 0");
   for (int step = 0; step < 4; ++step) {
-    text.mark("step " + std::to_string(step)).alloc(0x1000, 3 * MiB, 0, 0x7).free(0x1000, 3 * MiB, 0, 0x7);
+    text.mark("step " + std::to_string(step), "push").alloc(0x1000, 3 * MiB, 0, 0x7).free(0x1000, 3 * MiB, 0, 0x7);
+    text.mark("step " + std::to_string(step), "pop");  // a range's end begins no step
     if (step == 2) text.mark("epoch 1");
   }
   const ReplayTrace trace = text.load(dir);

@@ -59,8 +59,8 @@ class TraceText {
                      R"(,"device_total":0,"cause":"capacity","stack":0})");
     return *this;
   }
-  TraceText& mark(const std::string& name) {
-    lines_.push_back(R"({"ev":"mark","t":)" + tick() + R"(,"tid":1,"name":")" + name + R"(","kind":"instant"})");
+  TraceText& mark(const std::string& name, const char* kind = "instant") {
+    lines_.push_back(R"({"ev":"mark","t":)" + tick() + R"(,"tid":1,"name":")" + name + R"(","kind":")" + kind + R"("})");
     return *this;
   }
   std::string text() const { return join_lines(lines_) + end_line(t_ + 1) + "\n"; }
