@@ -366,11 +366,15 @@ class ReplayObserver final : public pool::PoolObserver {
   std::size_t index_;
 };
 
-// All devices' pools as one, for the pooled fragmentation metrics.
-pool::FragmentationMetrics pooled_fragmentation(const std::vector<std::unique_ptr<pool::DevicePool>>& pools) {
+// All devices' pools as one: the figures of the pooled fragmentation
+// metrics, and the counters of what the pools asked of the device.
+pool::PoolStats pooled_stats(const std::vector<std::unique_ptr<pool::DevicePool>>& pools) {
   pool::PoolStats sum;
   for (const auto& p : pools) {
     const pool::PoolStats s = p->stats();
+    sum.upstream_allocs += s.upstream_allocs;
+    sum.upstream_frees += s.upstream_frees;
+    sum.synchronizes += s.synchronizes;
     sum.allocated += s.allocated;
     sum.requested += s.requested;
     sum.reserved += s.reserved;
@@ -380,7 +384,11 @@ pool::FragmentationMetrics pooled_fragmentation(const std::vector<std::unique_pt
     sum.free_blocks += s.free_blocks;
     sum.inactive_split += s.inactive_split;
   }
-  return pool::fragmentation_of(sum);
+  return sum;
+}
+
+pool::FragmentationMetrics pooled_fragmentation(const std::vector<std::unique_ptr<pool::DevicePool>>& pools) {
+  return pool::fragmentation_of(pooled_stats(pools));
 }
 
 }  // namespace
@@ -428,18 +436,8 @@ ReplayResult replay(const ReplayTrace& trace, const ReplayOptions& options) {
   steady.steady = steady.steps - steady.steps / 4;
   const std::size_t steady_from = steady.steps > 0 ? trace.step_starts[steady.steps / 4] : trace.ops.size();
   pool::PoolStats at_steady;
-  auto sum_counters = [&pools] {
-    pool::PoolStats sum;
-    for (const auto& p : pools) {
-      const pool::PoolStats s = p->stats();
-      sum.upstream_allocs += s.upstream_allocs;
-      sum.upstream_frees += s.upstream_frees;
-      sum.synchronizes += s.synchronizes;
-    }
-    return sum;
-  };
   for (std::size_t index = 0; index <= trace.ops.size(); ++index) {
-    if (index == steady_from && steady.steps > 0) at_steady = sum_counters();
+    if (index == steady_from && steady.steps > 0) at_steady = pooled_stats(pools);
     if (index == trace.ops.size()) break;
     const ReplayOp& op = trace.ops[index];
     pool::DevicePool& p = *pools[op.device];
@@ -516,7 +514,7 @@ ReplayResult replay(const ReplayTrace& trace, const ReplayOptions& options) {
   }
 
   if (steady.steps > 0) {
-    const pool::PoolStats at_end = sum_counters();
+    const pool::PoolStats at_end = pooled_stats(pools);
     steady.upstream_allocs = at_end.upstream_allocs - at_steady.upstream_allocs;
     steady.upstream_frees = at_end.upstream_frees - at_steady.upstream_frees;
     steady.synchronizes = at_end.synchronizes - at_steady.synchronizes;

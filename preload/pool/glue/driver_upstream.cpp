@@ -182,7 +182,7 @@ std::size_t DriverUpstream::usable_vm_granularity() {
   granularity_ = g;
   refusal_reported_.store(true);  // the warning below says it once
   const bool mapped = map(static_cast<DevicePtr>(probe), g).ok();
-  if (mapped) unmap_pages(static_cast<DevicePtr>(probe), g, false);
+  if (mapped) unmap_pages(static_cast<DevicePtr>(probe), g, Unmapped::release);
   d.address_free.get()(probe, g);
   granularity_ = 0;
   refusal_reported_.store(false);
@@ -426,7 +426,7 @@ UpstreamResult DriverUpstream::map(DevicePtr addr, std::size_t size) {
   if (rc != CUDA_SUCCESS) {
     // Leave nothing half-made: the pool knows only whole successes. What
     // was mapped goes back to the kept memory (the pool drops it).
-    if (done != 0) unmap_pages(addr, done, true);
+    if (done != 0) unmap_pages(addr, done, Unmapped::keep);
     if (rc != CUDA_ERROR_OUT_OF_MEMORY && !refusal_reported_.exchange(true)) {
       // The pool stops growing expandable ranges (DevicePool's
       // vmm_refused_); say why its memory use changes.
@@ -444,12 +444,12 @@ UpstreamResult DriverUpstream::map(DevicePtr addr, std::size_t size) {
 // synchronisation here, which would stop the host from running ahead.
 UpstreamResult DriverUpstream::unmap(DevicePtr addr, std::size_t size) {
   InContext in(primary_);
-  return unmap_pages(addr, size, false);
+  return unmap_pages(addr, size, Unmapped::release);
 }
 
 UpstreamResult DriverUpstream::unmap_keep(DevicePtr addr, std::size_t size) {
   InContext in(primary_);
-  return unmap_pages(addr, size, true);
+  return unmap_pages(addr, size, Unmapped::keep);
 }
 
 void DriverUpstream::drop_kept() {
@@ -499,37 +499,27 @@ UpstreamResult DriverUpstream::alias_keep(DevicePtr addr, std::size_t size) {
 
 UpstreamResult DriverUpstream::unmap_alias(DevicePtr addr, std::size_t size) {
   InContext in(primary_);
-  Driver& d = driver();
-  UpstreamResult first = UpstreamResult::success();
-  for (std::size_t done = 0; done < size; done += granularity_) {
-    const DevicePtr page = addr + done;
-    const CUresult rc = d.mem_unmap.get()(static_cast<CUdeviceptr>(page), granularity_);
-    if (rc != CUDA_SUCCESS && first.ok()) first = result_of(rc);
-    const auto it = aliases_.find(page);
-    if (it == aliases_.end()) continue;
-    const CUmemGenericAllocationHandle handle = it->second;
-    aliases_.erase(it);
-    const auto pending = std::find(release_at_unmap_.begin(), release_at_unmap_.end(), handle);
-    if (pending != release_at_unmap_.end()) {
-      release_at_unmap_.erase(pending);
-      d.mem_release.get()(handle);
-    }
-  }
-  return first;
+  return unmap_pages(addr, size, Unmapped::alias);
 }
 
-UpstreamResult DriverUpstream::unmap_pages(DevicePtr addr, std::size_t size, bool keep) {
+UpstreamResult DriverUpstream::unmap_pages(DevicePtr addr, std::size_t size, Unmapped what) {
   Driver& d = driver();
   UpstreamResult first = UpstreamResult::success();
+  auto& mappings = what == Unmapped::alias ? aliases_ : handles_;
   for (std::size_t done = 0; done < size; done += granularity_) {
     const DevicePtr page = addr + done;
     const CUresult rc = d.mem_unmap.get()(static_cast<CUdeviceptr>(page), granularity_);
     if (rc != CUDA_SUCCESS && first.ok()) first = result_of(rc);
-    const auto it = handles_.find(page);
-    if (it == handles_.end()) continue;
+    const auto it = mappings.find(page);
+    if (it == mappings.end()) continue;
     const CUmemGenericAllocationHandle handle = it->second;
-    handles_.erase(it);
-    if (rc == CUDA_SUCCESS && keep) {
+    mappings.erase(it);
+    if (what == Unmapped::alias) {
+      // The memory stays with its new mapping, unless it was dropped there.
+      const auto pending = std::find(release_at_unmap_.begin(), release_at_unmap_.end(), handle);
+      if (pending == release_at_unmap_.end()) continue;
+      release_at_unmap_.erase(pending);
+    } else if (rc == CUDA_SUCCESS && what == Unmapped::keep) {
       try {
         kept_.push_back(handle);
         continue;

@@ -79,7 +79,10 @@ class DriverUpstream final : public pool::Upstream {
 
  private:
   DriverUpstream(int dev, int cu_device, void* primary) : dev_(dev), cu_device_(cu_device), primary_(primary) {}
-  pool::UpstreamResult unmap_pages(pool::DevicePtr addr, std::size_t size, bool keep);
+  // cuMemUnmap page by page, then the page's memory: released, kept for the
+  // next map(), or (an alias's old mapping) left to its new mapping.
+  enum class Unmapped : std::uint8_t { release, keep, alias };
+  pool::UpstreamResult unmap_pages(pool::DevicePtr addr, std::size_t size, Unmapped what);
   std::size_t usable_vm_granularity();  // in the primary context
   void find_peers();
   // An event for a fence: a destroyed fence's, or a new one.

@@ -179,13 +179,9 @@ class RandomRun {
   void check_safe_to_reuse(DevicePtr p, std::size_t block, bool stream_ordered, StreamHandle stream) {
     auto it = hazards_.upper_bound(p);
     if (it != hazards_.begin()) --it;
-    while (it != hazards_.end() && it->first < p + block) {
-      const DevicePtr h = it->first;
-      const Hazard hz = it->second;
-      if (h + hz.size <= p) {
-        ++it;
-        continue;
-      }
+    for (; it != hazards_.end() && it->first < p + block; ++it) {
+      const Hazard& hz = it->second;
+      if (it->first + hz.size <= p) continue;
       ++reuses_;
       // Work queued on the stream a block was freed in runs after the free:
       // it may reuse the block at once, whoever allocated it (a block the
@@ -194,13 +190,8 @@ class RandomRun {
       EXPECT_TRUE(ok) << "step " << step_ << ": memory reused before it was safe (hazard kind " << hz.kind
                       << ", freed on stream " << hz.stream << ", reused " << (stream_ordered ? "on stream " : "device-wide ")
                       << stream << ")";
-      // Keep the parts outside the new block.
-      it = hazards_.erase(it);
-      if (h < p) hazards_[h] = Hazard{hz.kind, p - h, hz.stream, hz.ordered};
-      if (h + hz.size > p + block)
-        hazards_[p + block] = Hazard{hz.kind, h + hz.size - p - block, hz.stream, hz.ordered};
-      it = hazards_.lower_bound(p + block);
     }
+    clear_hazards(p, block);  // the parts outside the new block stay
   }
 
   void free_one() {
