@@ -409,7 +409,8 @@ ReplayResult replay(const ReplayTrace& trace, const ReplayOptions& options) {
     if (i < options.device_capacities.size() && options.device_capacities[i] != 0) {
       capacity = options.device_capacities[i];
     }
-    upstreams.push_back(std::make_unique<pool::SimulatedUpstream>(capacity));
+    upstreams.push_back(std::make_unique<pool::SimulatedUpstream>(capacity, /*vm=*/true,
+                                                                options.config.expandable_page_size));
     observers.push_back(std::make_unique<ReplayObserver>(reserved, i));
     pools.push_back(std::make_unique<pool::DevicePool>(*upstreams[i], options.config, d.dev, observers[i].get()));
     result.devices[i].dev = d.dev;

@@ -111,7 +111,7 @@ std::string parse_divisions(std::string_view value, PoolConfig& config) {
 constexpr const char* kKnownKeys =
     "max_split_size_mb, max_non_split_rounding_mb, roundup_power2_divisions, "
     "garbage_collection_threshold, release_threshold_mb, expandable_segments, "
-    "segment_policy, device_shards";
+    "expandable_page_size_mb, segment_policy, device_shards";
 
 // Applies one `key:value`; returns an error text, empty when it applied.
 std::string apply(std::string_view key, std::string_view value, PoolConfig& c) {
@@ -133,6 +133,12 @@ std::string apply(std::string_view key, std::string_view value, PoolConfig& c) {
     if (!parse_mib(value, &c.release_threshold)) return "must be a whole number of MiB";
   } else if (key == "expandable_segments") {
     if (!parse_bool(value, &c.expandable_segments)) return "must be true or false";
+  } else if (key == "expandable_page_size_mb") {
+    // A page is one handle of physical memory: past 1 GiB, one page would be
+    // most of a small device.
+    std::size_t bytes = 0;
+    if (!parse_mib(value, &bytes) || bytes > 1024 * kMiB) return "must be a whole number of MiB from 0 to 1024";
+    c.expandable_page_size = bytes;
   } else if (key == "segment_policy") {
     const std::string_view v = trim(value);
     if (v == "pytorch") c.segment_policy = SegmentPolicy::pytorch;
@@ -209,6 +215,7 @@ std::vector<std::pair<std::string, ConfigValue>> describe_pool_config(const Pool
       {"garbage_collection_threshold", c.garbage_collection_threshold},
       {"release_threshold", size_or_null(c.release_threshold)},
       {"expandable_segments", c.expandable_segments},
+      {"expandable_page_size", static_cast<std::uint64_t>(c.expandable_page_size)},
       {"segment_policy", std::string(c.segment_policy == SegmentPolicy::tight ? "tight" : "pytorch")},
       {"device_shards", static_cast<std::uint64_t>(c.device_shards)},
   };

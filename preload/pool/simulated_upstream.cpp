@@ -11,7 +11,10 @@ constexpr DevicePtr kAddressBase = DevicePtr{0x7f0000000000};
 constexpr std::size_t kAddressSpace = std::size_t{1} << 46;  // 64 TiB
 }  // namespace
 
-SimulatedUpstream::SimulatedUpstream(std::size_t capacity, bool vm) : capacity_(capacity), vm_(vm) {
+SimulatedUpstream::SimulatedUpstream(std::size_t capacity, bool vm, std::size_t page_size)
+    : capacity_(capacity),
+      vm_(vm),
+      page_size_(std::max(kGranularity, (page_size + kGranularity - 1) / kGranularity * kGranularity)) {
   free_addresses_.emplace(kAddressBase, kAddressSpace);
 }
 
@@ -92,7 +95,7 @@ UpstreamResult SimulatedUpstream::record_fence(StreamHandle, FenceHandle* fence)
 FenceState SimulatedUpstream::query_fence(FenceHandle) { return FenceState::complete; }
 void SimulatedUpstream::destroy_fence(FenceHandle) {}
 
-std::size_t SimulatedUpstream::vm_granularity() { return vm_ ? kGranularity : 0; }
+std::size_t SimulatedUpstream::vm_granularity() { return vm_ ? page_size_ : 0; }
 
 UpstreamResult SimulatedUpstream::reserve_range(std::size_t size, DevicePtr* base) {
   if (!vm_) return UpstreamResult::failure(1);

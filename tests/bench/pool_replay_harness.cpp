@@ -75,7 +75,7 @@ struct Result {
 };
 
 Result replay(const std::vector<Event>& events, const PoolConfig& config, std::size_t capacity) {
-  SimulatedUpstream upstream(capacity);
+  SimulatedUpstream upstream(capacity, /*vm=*/true, config.expandable_page_size);
   DevicePool pool(upstream, config);
   std::unordered_map<std::uint64_t, DevicePtr> address;  // trace pointer → pool pointer
   Result r;

@@ -242,6 +242,33 @@ TEST_P(StepLoop, TheDefaultPoolNeverWaitsAndGivesNothingBackEarly) {
 
 TEST_P(StepLoop, PyTorchsPolicyNeverWaitsEither) { check(run(kPyTorchPolicy), kPyTorchPolicy); }
 
+// expandable_page_size_mb: each page is one physical handle, mapped whole.
+// The trace's mapped runs are whole pages, and the driver was asked for one
+// cuMemMap per page mapped (the sim's counters, summed over the steps, which
+// cover the whole run): 2 MiB handles under 8 MiB pages would take four.
+class LargerPages : public StepLoop {};
+
+TEST_P(LargerPages, AreOneHandleEach) {
+  constexpr std::uint64_t kPage = 8u << 20;
+  const CommandResult r = run("expandable_page_size_mb:8");
+  check(r, "8 MiB pages");
+  std::uint64_t mapped = 0;
+  for (const json& e : read_json_lines(dir_ / "t.jsonl")) {
+    if (e.value("ev", "") != "segment_alloc" || e.value("api", "") != "cuMemMap") continue;
+    EXPECT_EQ(e["size"].get<std::uint64_t>() % kPage, 0u) << e.dump();
+    mapped += e["size"].get<std::uint64_t>();
+  }
+  double map_calls = 0;
+  for (const auto& step : fields_of(r.out, "step")) map_calls += step.at("map");
+  ASSERT_GT(mapped, 0u) << "no expandable segments";
+  EXPECT_GT(map_calls, 0);
+  EXPECT_LE(map_calls * kPage, static_cast<double>(mapped)) << "more than one cuMemMap per page";
+}
+
+// One workload that moves pages every step is enough.
+INSTANTIATE_TEST_SUITE_P(Workloads, LargerPages, ::testing::Values(Loop{"long_attention", "8"}),
+                         [](const ::testing::TestParamInfo<Loop>& info) { return info.param.workload; });
+
 INSTANTIATE_TEST_SUITE_P(Workloads, StepLoop,
                          ::testing::Values(Loop{"seeds_transformer", "12"}, Loop{"padded_buckets", "8"},
                                            Loop{"long_attention", "8"}, Loop{"two_streams", "8"},

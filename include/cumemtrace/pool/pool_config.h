@@ -67,6 +67,15 @@ struct PoolConfig {
   // be exported with cudaIpcGetMemHandle; the hooks refuse IPC on pool
   // memory they cannot share correctly (preload/hooks/ipc.cpp).
   bool expandable_segments = true;
+  // The physical page of expandable segments: each is one cuMemCreate
+  // handle, mapped and unmapped whole (cuMemUnmap takes only whole
+  // mappings), so a larger page means fewer driver calls per byte moved and
+  // grown (PyTorch's Note [Expandable Segments]: mapping cost follows the
+  // number of handles, not bytes; its large pool uses 20 MiB pages) and a
+  // coarser fit (memory is given back and moved a page at a time). Rounded
+  // up to a multiple of the device's granularity; 0: the granularity itself
+  // (2 MiB on current GPUs).
+  std::size_t expandable_page_size = 0;
   SegmentPolicy segment_policy = SegmentPolicy::tight;
   // Independent shards of the device-wide (cudaMalloc) pool for small blocks,
   // picked per thread, so threads do not meet on one lock. 1: no sharding.

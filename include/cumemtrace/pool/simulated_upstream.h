@@ -22,8 +22,10 @@ class SimulatedUpstream : public Upstream {
   static constexpr std::size_t kGranularity = std::size_t{2} << 20;
 
   // `capacity`: device bytes (kUnlimited: never out of memory). `vm`: whether
-  // reserve_range/map are offered (expandable segments).
-  explicit SimulatedUpstream(std::size_t capacity = kUnlimited, bool vm = true);
+  // reserve_range/map are offered (expandable segments); `page_size`: their
+  // page (PoolConfig::expandable_page_size, rounded up to kGranularity; 0:
+  // kGranularity).
+  explicit SimulatedUpstream(std::size_t capacity = kUnlimited, bool vm = true, std::size_t page_size = 0);
 
   UpstreamResult allocate(std::size_t size, DevicePtr* ptr) override;
   UpstreamResult release(DevicePtr ptr, std::size_t size) override;
@@ -64,6 +66,7 @@ class SimulatedUpstream : public Upstream {
 
   std::size_t capacity_;
   bool vm_;
+  std::size_t page_size_;
   std::size_t used_ = 0;
   std::size_t peak_used_ = 0;
   std::uint64_t allocate_calls_ = 0;

@@ -143,7 +143,7 @@ std::uintptr_t per_thread_stream_handle() {
   return reinterpret_cast<std::uintptr_t>(&per_thread_stream_marker_) | 1u;
 }
 
-std::unique_ptr<DriverUpstream> DriverUpstream::create(int dev, bool vmm) {
+std::unique_ptr<DriverUpstream> DriverUpstream::create(int dev, bool vmm, std::size_t page_size) {
   Driver& d = driver();
   if (!d.core_loaded()) return nullptr;
   CUdevice cu = 0;
@@ -154,8 +154,11 @@ std::unique_ptr<DriverUpstream> DriverUpstream::create(int dev, bool vmm) {
   note_pool_device(dev);
   if (vmm && d.vmm_loaded()) {
     InContext in(primary);
-    up->granularity_ = up->usable_vm_granularity();
-    if (up->granularity_ != 0) up->find_peers();
+    up->alignment_ = up->usable_vm_granularity();
+    if (up->alignment_ != 0) {
+      up->granularity_ = std::max(up->alignment_, (page_size + up->alignment_ - 1) / up->alignment_ * up->alignment_);
+      up->find_peers();
+    }
   }
   return up;
 }
@@ -362,7 +365,7 @@ void DriverUpstream::destroy_fence(pool::FenceHandle fence) {
 UpstreamResult DriverUpstream::reserve_range(std::size_t size, DevicePtr* base) {
   InContext in(primary_);
   CUdeviceptr p = 0;
-  const CUresult rc = driver().address_reserve.get()(&p, size, granularity_, 0, 0);
+  const CUresult rc = driver().address_reserve.get()(&p, size, alignment_, 0, 0);
   if (rc == CUDA_SUCCESS) *base = static_cast<DevicePtr>(p);
   return result_of(rc);
 }

@@ -41,8 +41,10 @@ class DriverUpstream final : public pool::Upstream {
   // context of `dev` cannot be retained. `vmm`: offer virtual memory
   // (expandable segments) when the device supports it and a one-page probe
   // succeeds; vm_granularity() is 0 otherwise, and the pool uses ordinary
-  // segments.
-  static std::unique_ptr<DriverUpstream> create(int dev, bool vmm);
+  // segments. `page_size`: the bytes of one physical handle (the pool's
+  // page, PoolConfig::expandable_page_size), rounded up to a multiple of the
+  // device's granularity; 0: the granularity.
+  static std::unique_ptr<DriverUpstream> create(int dev, bool vmm, std::size_t page_size = 0);
   ~DriverUpstream() override;
 
   pool::UpstreamResult allocate(std::size_t size, pool::DevicePtr* ptr) override;
@@ -91,7 +93,8 @@ class DriverUpstream final : public pool::Upstream {
   const int dev_;
   const int cu_device_;  // the CUdevice
   void* const primary_;  // the retained CUcontext
-  std::size_t granularity_ = 0;  // 0: no expandable segments
+  std::size_t granularity_ = 0;  // the page, one handle; 0: no expandable segments
+  std::size_t alignment_ = 0;    // the device's granularity: reservations align to it
   // Devices (CUdevice) that may access this one's memory, mapped for them too.
   static constexpr int kMaxPeers = 31;
   int peers_[kMaxPeers] = {};

@@ -92,7 +92,8 @@ DeviceSlot* make_slot(int dev) {
   if (!slot && !g_unavailable[dev].load(std::memory_order_relaxed)) {
     try {
       const Config& c = config();
-      if (auto up = DriverUpstream::create(dev, c.pool_config.expandable_segments)) {
+      if (auto up = DriverUpstream::create(dev, c.pool_config.expandable_segments,
+                                             c.pool_config.expandable_page_size)) {
         slot = new DeviceSlot(dev, std::move(up), c.pool_config);
         recorder().set_before_end(&write_final_samples);
         g_slots[dev].store(slot, std::memory_order_release);

@@ -86,6 +86,23 @@ TEST(Replay, StepsAreTheMostFrequentMarkAndTheSteadyOnesAreCounted) {
   EXPECT_EQ(replay(few, ReplayOptions{}).steady.steps, 0u);
 }
 
+// expandable_page_size_mb: the replayed device maps whole pages of that size
+// (one handle each), as the preload's driver upstream does.
+TEST(Replay, ExpandablePagesHaveTheConfiguredSize) {
+  TempDir dir;
+  const ReplayTrace trace = TraceText().alloc(0x1000, 3 * MiB).alloc(0x2000, 6 * MiB).load(dir);
+  for (const auto& [conf, reserved] : {std::pair<const char*, std::size_t>{"", 10 * MiB},
+                                       {"expandable_page_size_mb:8", 16 * MiB},
+                                       {"expandable_page_size_mb:5", 12 * MiB}}) {
+    ReplayOptions o;
+    o.config = parse_replay_pool_conf(conf).config;
+    const ReplayResult r = replay(trace, o);
+    // 3 MiB + 6 MiB, contiguous in one range: 10 MiB of 2 MiB pages, 16 of
+    // 8 MiB, and 5 MiB rounds up to the 2 MiB granularity: 12 of 6 MiB.
+    EXPECT_EQ(r.peak_reserved, reserved) << conf;
+  }
+}
+
 TEST(Replay, StreamOrderedFreesAreReusableAtOnceOnTheirStream) {
   TempDir dir;
   const std::uint64_t s = 0x51;

@@ -34,10 +34,19 @@ TEST(PoolConfigTest, PyTorchKeysParse) {
 }
 
 TEST(PoolConfigTest, OurKeysParse) {
-  const PoolConfigParse p = parse_pool_config("segment_policy:pytorch,device_shards:3");
+  const PoolConfigParse p = parse_pool_config("segment_policy:pytorch,device_shards:3,expandable_page_size_mb:8");
   ASSERT_TRUE(p.ok());
   EXPECT_EQ(p.config.segment_policy, SegmentPolicy::pytorch);
   EXPECT_EQ(p.config.device_shards, 3u);
+  EXPECT_EQ(p.config.expandable_page_size, 8 * MiB);
+  EXPECT_EQ(parse_pool_config("").config.expandable_page_size, 0u) << "the device's granularity";
+}
+
+TEST(PoolConfigTest, PageSizeBeyondOneGiBIsRefused) {
+  const PoolConfigParse p = parse_pool_config("expandable_page_size_mb:2048");
+  ASSERT_EQ(p.errors.size(), 1u);
+  EXPECT_NE(p.errors[0].find("from 0 to 1024"), std::string::npos) << p.errors[0];
+  EXPECT_EQ(p.config.expandable_page_size, 0u);
 }
 
 TEST(PoolConfigTest, DivisionListCoversIntervalsUpToEachKey) {
@@ -93,6 +102,7 @@ TEST(PoolConfigTest, EchoListsEveryOptionAsJson) {
   EXPECT_TRUE(j.contains("roundup_power2_divisions"));
   EXPECT_TRUE(j.contains("max_non_split_rounding"));
   EXPECT_TRUE(j.contains("device_shards"));
+  EXPECT_EQ(j.at("expandable_page_size"), 0u);
 }
 
 TEST(PoolConfigTest, PyTorchBaselineIsPyTorchsPolicy) {
