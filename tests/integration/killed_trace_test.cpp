@@ -208,6 +208,28 @@ TEST(KilledTrace, RecoverCompletesItOnRequestAndThenHasNothingToDo) {
   EXPECT_NE(again.out.find("nothing to recover"), std::string::npos) << again.out;
 }
 
+// What `recover` (and `report`, on meeting the trace) says it added is what
+// it added: the events, never counting the `end` line. The process kills
+// itself with a flush interval long enough that nothing but the header was
+// written, so no write was in progress to be redone.
+TEST(KilledTrace, TheEventsItSaysItAddedAreTheLinesItAdded) {
+  TempDir dir;
+  const std::string trace = dir / "t.jsonl";
+  const auto killed = run_command({CUMEMTRACE_APPS_DIR "/signal_report", "kill-self"},
+                                  sim_environment({{"LD_PRELOAD", CUMEMTRACE_PRELOAD},
+                                                   {"CUMEMTRACE_OUTPUT", trace},
+                                                   {"CUMEMTRACE_FLUSH_MS", "600000"}}));
+  ASSERT_EQ(killed.exit_code, 128 + SIGKILL) << killed.err;
+  const std::size_t before = lines_of(read_file(trace)).size();
+  const auto recovered = run_command({CUMEMTRACE_CLI, "recover", trace});
+  ASSERT_EQ(recovered.exit_code, 0) << recovered.err;
+  const std::size_t after = lines_of(read_file(trace)).size();
+  ASSERT_GT(after, before + 2) << "a device line, the allocation and `end`, at least";
+  EXPECT_NE(recovered.out.find("; " + std::to_string(after - before - 1) + " events recorded before the kill"),
+            std::string::npos)
+      << recovered.out << "(lines before " << before << ", after " << after << ")";
+}
+
 // The kernel's OOM killer, as it ends a training job that took too much host
 // memory: a memory cgroup with a small limit (where this machine lets the
 // test make one), and the storm taking host memory until it is killed.
