@@ -8,6 +8,7 @@
 
 #include "commands.h"
 #include "cumemtrace/analyzer/check.h"
+#include "cumemtrace/analyzer/process_rank.h"
 #include "cumemtrace/analyzer/trace_reader.h"
 #include "exit_codes.h"
 #include "load_report.h"
@@ -80,11 +81,14 @@ int check_traces(const std::vector<std::string>& traces, const CheckRequest& req
   std::string out;
   for (const std::string& trace : traces) {
     TraceVerdict verdict;
-    verdict.trace = trace;
+    // The trace as every line about it names it: with its rank, when its
+    // header, name or command line tells (the traces of a job's ranks).
+    verdict.trace = analyzer::trace_with_rank(trace, analyzer::rank_from_file_name(trace));
     std::vector<std::string> suppressed;  // after the verdicts, which they explain
-    out += "check " + trace + "\n";
+    const std::size_t title_at = out.size();
     try {
       const nlohmann::ordered_json report = load_json_report(trace, request.symbolize);
+      verdict.trace = analyzer::trace_with_rank(trace, analyzer::rank_of_report(report));
       // A cut, lossy or killed trace gives no verdict unless asked to: its
       // leaks may be frees it lost, its peaks may be missing (DESIGN.md).
       if (const std::string incomplete = analyzer::incomplete_reason(report); !incomplete.empty()) {
@@ -109,17 +113,18 @@ int check_traces(const std::vector<std::string>& traces, const CheckRequest& req
       unreadable = true;
       out += "  ERROR cannot read the trace\n";
     }
+    out.insert(title_at, "check " + verdict.trace + "\n");
     for (const std::string& note : verdict.notes) out += "  note: " + note + "\n";
     if (!verdict.incomplete.empty()) {
       out += "  FAIL  " + verdict.incomplete + "\n";
-      spdlog::error("check failed: {} (trace {})", verdict.incomplete, trace);
+      spdlog::error("check failed: {} (trace {})", verdict.incomplete, verdict.trace);
       failed = true;
     }
     for (const CheckResult& r : verdict.results) {
       const char* tag = r.status == CheckResult::Status::pass ? "ok  " : "FAIL";
       out += std::string("  ") + tag + "  " + r.message + "\n";
       if (!r.passed()) {
-        spdlog::error("check failed: {} (trace {})", r.message, trace);
+        spdlog::error("check failed: {} (trace {})", r.message, verdict.trace);
         failed = true;
       }
     }

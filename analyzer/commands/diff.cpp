@@ -315,6 +315,8 @@ TraceDiff diff_reports(const Json& base, const Json& next, std::string base_name
   label_sites(diff, base, next);
   diff.base_incomplete = incomplete_reason(base);
   diff.next_incomplete = incomplete_reason(next);
+  diff.base_rank = rank_of_report(base);
+  diff.next_rank = rank_of_report(next);
   return diff;
 }
 
@@ -323,16 +325,16 @@ std::vector<std::string> find_regressions(const TraceDiff& diff, const DiffLimit
   if (!limits.any()) return found;
   // A regression verdict from a partial trace would be a guess (DESIGN.md).
   if (!limits.allow_incomplete) {
-    for (const auto& [name, why] : {std::pair{&diff.base_name, &diff.base_incomplete},
-                                    std::pair{&diff.next_name, &diff.next_incomplete}}) {
+    for (const auto& [name, why] : {std::pair{diff.base_label(), &diff.base_incomplete},
+                                    std::pair{diff.next_label(), &diff.next_incomplete}}) {
       if (!why->empty()) {
-        found.push_back("incomplete trace " + *name + ": " + *why + "; " + std::string(kAllowIncompleteHint));
+        found.push_back("incomplete trace " + name + ": " + *why + "; " + std::string(kAllowIncompleteHint));
       }
     }
     if (!found.empty()) return found;
   }
   const auto unavailable = [&](const DiffFigure& f) {
-    found.push_back(f.label + " not available in " + (!f.base ? diff.base_name : diff.next_name));
+    found.push_back(f.label + " not available in " + (!f.base ? diff.base_label() : diff.next_label()));
   };
   const auto percent_limit = [&](const char* key, const std::optional<double>& limit) {
     if (!limit) return;
@@ -365,8 +367,8 @@ std::string render_diff_text(const TraceDiff& diff) {
   const auto named = [](const std::string& name, const std::string& incomplete) {
     return incomplete.empty() ? name : name + "  (INCOMPLETE: " + incomplete + ")";
   };
-  std::string out = "cumemtrace diff\n  base: " + named(diff.base_name, diff.base_incomplete) +
-                    "\n  new:  " + named(diff.next_name, diff.next_incomplete) + "\n\n";
+  std::string out = "cumemtrace diff\n  base: " + named(diff.base_label(), diff.base_incomplete) +
+                    "\n  new:  " + named(diff.next_label(), diff.next_incomplete) + "\n\n";
   char header[256];
   std::snprintf(header, sizeof header, "%-24s %14s %14s   %s\n", "Total", "base", "new", "change");
   out += header;
@@ -392,6 +394,8 @@ Json render_diff_json(const TraceDiff& diff, const std::vector<std::string>& reg
   j["new"] = diff.next_name;
   const auto incomplete = [](const std::string& why) { return why.empty() ? Json(nullptr) : Json(why); };
   j["incomplete"] = Json{{"base", incomplete(diff.base_incomplete)}, {"new", incomplete(diff.next_incomplete)}};
+  const auto rank = [](const std::optional<std::int64_t>& r) { return r ? Json(*r) : Json(nullptr); };
+  j["rank"] = Json{{"base", rank(diff.base_rank)}, {"new", rank(diff.next_rank)}};
   Json totals = Json::object();
   for (const DiffFigure& f : diff.totals) totals[f.key] = figure_json(f);
   j["totals"] = std::move(totals);

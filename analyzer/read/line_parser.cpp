@@ -34,6 +34,7 @@ void TraceEvent::reset() {
   start_unix_ns = 0;
   config_json.clear();
   env_json.clear();
+  rank_env_json.clear();
   header = nullptr;
 }
 
@@ -468,6 +469,10 @@ struct LineParser::Impl {
         case Field::env:
           state.seen |= bit(f);
           if (!decode_env(field.value(), state.out.env_json)) decoded = Decoded::invalid_json;
+          break;
+        case Field::rank_env:  // informational as `env` is, and checked the same way
+          state.seen |= bit(f);
+          if (!decode_env(field.value(), state.out.rank_env_json)) decoded = Decoded::invalid_json;
           break;
         default: {
           Scalar s;

@@ -14,7 +14,7 @@ namespace cumemtrace::analyzer::detail {
 
 // Every field name the format defines, one bit each in a FieldMask.
 enum class Field : std::uint8_t {
-  ev, format, version, pid, ppid, host, exe, argv, start_unix_ns, pool, config, env,
+  ev, format, version, pid, ppid, host, exe, argv, start_unix_ns, pool, config, env, rank_env,
   t, tid, dev, name, total, id, frames, api, kind, ptr, size, block, stream, stack,
   allocated, reserved, cached_free, largest_free, device_free, device_total, cause,
   free_blocks, inactive_split, what, reason, live, live_bytes, dropped,

@@ -45,6 +45,7 @@ inline constexpr std::array<FieldInfo, static_cast<std::size_t>(Field::count_)> 
     {"exe", ValueKind::string},          {"argv", ValueKind::complex},
     {"start_unix_ns", ValueKind::uint},  {"pool", ValueKind::string},
     {"config", ValueKind::complex},      {"env", ValueKind::complex},
+    {"rank_env", ValueKind::complex},
     {"t", ValueKind::uint},
     {"tid", ValueKind::uint},            {"dev", ValueKind::ordinal},
     {"name", ValueKind::string},         {"total", ValueKind::uint},
@@ -83,7 +84,7 @@ constexpr std::array<Schema, static_cast<std::size_t>(Event::unknown) + 1> kSche
   // informational and may differ in other writers.
   at(Event::header) = {bits(F::ev, F::format, F::version),
                        bits(F::pid, F::ppid, F::host, F::exe, F::argv, F::start_unix_ns, F::pool,
-                            F::config, F::env)};
+                            F::config, F::env, F::rank_env)};
   at(Event::device) = {bits(F::ev, F::t, F::dev, F::name, F::total), 0};
   at(Event::stack) = {bits(F::ev, F::id, F::frames), 0};
   const FieldMask memory_op =
@@ -290,6 +291,7 @@ struct LineState {
           case Field::frames: out.frames.clear(); break;
           case Field::config: out.config_json.clear(); break;
           case Field::env: out.env_json.clear(); break;
+          case Field::rank_env: out.rank_env_json.clear(); break;
           default: break;
         }
       }

@@ -55,14 +55,23 @@ std::string quoted(std::string_view s) {
 }
 }  // namespace
 
-std::optional<std::string> TraceHeader::env(std::string_view name) const {
-  if (env_json.empty()) return std::nullopt;
+namespace {
+// One string member of a minified object; nullopt for anything else.
+std::optional<std::string> string_member(const std::string& object_json, std::string_view name) {
+  if (object_json.empty()) return std::nullopt;
   // No exceptions: a header built elsewhere may hold anything.
-  const nlohmann::json object = nlohmann::json::parse(env_json, nullptr, false);
+  const nlohmann::json object = nlohmann::json::parse(object_json, nullptr, false);
   if (!object.is_object()) return std::nullopt;
   const auto it = object.find(name);
   if (it == object.end() || !it->is_string()) return std::nullopt;
   return it->get<std::string>();
+}
+}  // namespace
+
+std::optional<std::string> TraceHeader::env(std::string_view name) const { return string_member(env_json, name); }
+
+std::optional<std::string> TraceHeader::rank_env(std::string_view name) const {
+  return string_member(rank_env_json, name);
 }
 
 namespace {
@@ -204,6 +213,7 @@ void TraceReader::read_header() {
   header_.pool = event_.pool;
   header_.config_json = event_.config_json;
   header_.env_json = event_.env_json;
+  header_.rank_env_json = event_.rank_env_json;
   event_.line = 1;
   event_.header = &header_;
   ++stats_.events_by_kind[static_cast<std::size_t>(format::Event::header)];

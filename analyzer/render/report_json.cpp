@@ -226,6 +226,12 @@ Json render_json_report(const TraceReader& reader, const Analysis& analysis, con
   j["program"] = Json{{"argv", h.argv}, {"exe", h.exe},     {"pid", h.pid},
                       {"ppid", h.ppid}, {"host", h.host},   {"pool", h.pool},
                       {"start_unix_ns", h.start_unix_ns}};
+  // Where in a distributed job the process started (README.md, "Additions to
+  // the trace format"); absent from a trace that does not say.
+  if (!h.rank_env_json.empty()) {
+    Json rank_env = Json::parse(h.rank_env_json, nullptr, false);
+    if (rank_env.is_object()) j["program"]["rank_env"] = std::move(rank_env);
+  }
   j["duration_t"] = analysis.last_t();
   add_memory(j, analysis.total());
   j["errors"] = analysis.errors();

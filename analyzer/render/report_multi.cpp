@@ -15,18 +15,6 @@ namespace {
 
 using Json = nlohmann::ordered_json;
 
-constexpr std::size_t kMaxRankDigits = 9;
-
-std::optional<std::int64_t> parse_number(std::string_view digits) {
-  if (digits.empty() || digits.size() > kMaxRankDigits) return std::nullopt;
-  std::int64_t value = 0;
-  for (char c : digits) {
-    if (c < '0' || c > '9') return std::nullopt;
-    value = value * 10 + (c - '0');
-  }
-  return value;
-}
-
 // A file name as its non-digit text with each number replaced by '#', and
 // the numbers in order: "job.3.4242.jsonl" -> "job.#.#.jsonl", {3, 4242}.
 struct NameShape {
@@ -41,7 +29,7 @@ NameShape shape_of(std::string_view name) {
       std::size_t j = i;
       while (j < name.size() && std::isdigit(static_cast<unsigned char>(name[j]))) ++j;
       shape.skeleton += '#';
-      shape.numbers.push_back(parse_number(name.substr(i, j - i)));
+      shape.numbers.push_back(parse_rank_number(name.substr(i, j - i)));
       i = j;
     } else {
       shape.skeleton += name[i++];
@@ -58,37 +46,6 @@ T value_or(const Json& j, const char* key, T fallback) {
 }
 
 }  // namespace
-
-std::optional<std::int64_t> rank_from_file_name(std::string_view path) {
-  std::string name(detail::base_name(path));
-  std::transform(name.begin(), name.end(), name.begin(), [](unsigned char c) { return std::tolower(c); });
-  std::optional<std::int64_t> rank;
-  for (std::size_t at = name.find("rank"); at != std::string::npos; at = name.find("rank", at + 1)) {
-    std::size_t i = at + 4;
-    if (i < name.size() && (name[i] == '-' || name[i] == '_' || name[i] == '.' || name[i] == '=')) ++i;
-    std::size_t j = i;
-    while (j < name.size() && std::isdigit(static_cast<unsigned char>(name[j]))) ++j;
-    if (auto n = parse_number(std::string_view(name).substr(i, j - i))) rank = n;
-  }
-  return rank;
-}
-
-std::optional<std::int64_t> rank_from_argv(const std::vector<std::string>& argv) {
-  auto find = [&](std::initializer_list<std::string_view> flags) -> std::optional<std::int64_t> {
-    for (std::size_t i = 0; i < argv.size(); ++i) {
-      const std::string_view arg = argv[i];
-      for (std::string_view flag : flags) {
-        if (arg == flag && i + 1 < argv.size()) return parse_number(argv[i + 1]);
-        if (arg.size() > flag.size() && arg.starts_with(flag) && arg[flag.size()] == '=') {
-          return parse_number(arg.substr(flag.size() + 1));
-        }
-      }
-    }
-    return std::nullopt;
-  };
-  if (auto rank = find({"--rank", "--global-rank", "--global_rank"})) return rank;
-  return find({"--local-rank", "--local_rank"});
-}
 
 ProcessRow process_row(const Json& report) {
   ProcessRow row;
@@ -112,12 +69,13 @@ ProcessRow process_row(const Json& report) {
     row.fragmentation_at_peak_reserved = value_or<double>(*it, "at_peak_reserved", 0.0);
   }
   row.truncated = value_or<bool>(report, "truncated", false);
+  row.rank = rank_of_report(report);
   return row;
 }
 
 void label_processes(std::vector<ProcessRow>& rows) {
-  for (ProcessRow& row : rows) {
-    row.rank = rank_from_file_name(row.trace);
+  for (ProcessRow& row : rows) {  // rows not made by process_row
+    if (!row.rank) row.rank = rank_from_file_name(row.trace);
     if (!row.rank) row.rank = rank_from_argv(row.argv);
   }
   // Bare `%r`: names alike but for their numbers, one of which runs 0..n-1.

@@ -133,4 +133,13 @@ inline constexpr const char* kDefaultOutputTemplate = "cumemtrace.%h.%p.jsonl";
 inline constexpr const char* kHeaderEnvNames[] = {"PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_ALLOC_CONF",
                                                   "PYTORCH_NO_CUDA_MEMORY_CACHING"};
 
+// The header's optional `rank_env` object, another addition (README.md): the
+// variables by which launchers tell a process its place in a job, those set
+// when the library loaded, verbatim. torchrun and torch.distributed set the
+// first four; Slurm's srun, Open MPI's mpirun and MPICH/Intel MPI's
+// (PMI) launchers set the last three, often without RANK.
+inline constexpr const char* kHeaderRankEnvNames[] = {"RANK",         "LOCAL_RANK",           "WORLD_SIZE",
+                                                      "LOCAL_WORLD_SIZE", "SLURM_PROCID",
+                                                      "OMPI_COMM_WORLD_RANK", "PMI_RANK"};
+
 }  // namespace cumemtrace::format

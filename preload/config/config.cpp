@@ -2,6 +2,7 @@
 
 #include <cstdlib>
 #include <optional>
+#include <span>
 #include <string_view>
 #include <type_traits>
 
@@ -233,6 +234,9 @@ Config parse_config(const EnvLookup& lookup, const char* const* environ_names) {
          static_cast<int>(o.expected.size()), o.expected.data(),
          static_cast<int>(default_text.view().size()), default_text.view().data());
   }
+  for (std::size_t i = 0; i < c.rank_env.size(); ++i) {
+    if (const char* value = lookup(format::kHeaderRankEnvNames[i])) c.rank_env[i] = value;
+  }
   for (auto e = environ_names; e && *e; ++e) {
     const std::string_view entry(*e);
     if (!entry.starts_with("CUMEMTRACE_")) continue;
@@ -264,17 +268,37 @@ void append_config_json(LineBuffer& out, const Config& c, std::string_view extra
   out.ch('}');
 }
 
-void append_header_env(LineBuffer& out, const EnvLookup& lookup) {
+namespace {
+// ,"KEY":{"NAME":"value",…}: each of `names` that `lookup` finds set, in
+// order; nothing when none is.
+void append_variables(LineBuffer& out, std::string_view key, std::span<const char* const> names,
+                      const EnvLookup& lookup) {
   bool first = true;
-  for (const char* name : format::kHeaderEnvNames) {
+  for (const char* name : names) {
     const char* value = lookup(name);
     if (value == nullptr) continue;
-    if (first) out.key("env").ch('{');
+    if (first) out.key(key).ch('{');
     else out.ch(',');
     out.str(name).ch(':').str(value);
     first = false;
   }
   if (!first) out.ch('}');
+}
+}  // namespace
+
+void append_header_env(LineBuffer& out, const EnvLookup& lookup) {
+  append_variables(out, "env", format::kHeaderEnvNames, lookup);
+}
+
+void append_header_rank_env(LineBuffer& out, const Config& config) {
+  append_variables(out, "rank_env", format::kHeaderRankEnvNames, [&config](const char* name) -> const char* {
+    for (std::size_t i = 0; i < config.rank_env.size(); ++i) {
+      if (std::string_view(format::kHeaderRankEnvNames[i]) == name && config.rank_env[i]) {
+        return config.rank_env[i]->c_str();
+      }
+    }
+    return nullptr;
+  });
 }
 
 const char* pool_mode_name(Config::PoolMode mode) {

@@ -4,9 +4,11 @@
 // (config.cpp); the header's `config` echo and the warnings follow from it.
 #pragma once
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <iterator>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -81,6 +83,12 @@ struct Config {
   // a sample is one short line and a few relaxed loads per sub-pool, and it
   // resolves the reserved-memory timeline of a training step finely enough.
   std::size_t pool_sample_ms = 100;
+
+  // Not an option: the launcher's rank variables (format::kHeaderRankEnvNames,
+  // same order), read with the options so that the header says where in the
+  // job this process started, whatever the program sets later. nullopt:
+  // not set.
+  std::array<std::optional<std::string>, std::size(format::kHeaderRankEnvNames)> rank_env;
 };
 
 // "caching" / "passthrough", as the header's `pool` field says.
@@ -106,6 +114,10 @@ void append_config_json(LineBuffer& out, const Config& config, std::string_view 
 // format::kHeaderEnvNames that `lookup` finds set, its value escaped as any
 // string of a line (invalid UTF-8 becomes U+FFFD). Nothing when none is set.
 void append_header_env(LineBuffer& out, const EnvLookup& lookup);
+
+// ,"rank_env":{"RANK":"3",…} — the header's `rank_env` field: each rank
+// variable set when `config` was parsed. Nothing when none was set.
+void append_header_rank_env(LineBuffer& out, const Config& config);
 
 // The environment variable of every option in the table, in table order
 // (the bad-input tests give each of them garbage).

@@ -132,6 +132,7 @@ void Recorder::write_header() {
   // Read now, not at load: a Python script often sets these in os.environ
   // before it imports torch, after this library was loaded.
   append_header_env(header, [](const char* name) { return std::getenv(name); });
+  append_header_rank_env(header, config_);
   header.ch('}');
   writer_.keep_pending_file(config_.kill_safe);
   if (!writer_.attach(fd, std::move(path), header)) open_failed_.store(true, std::memory_order_relaxed);

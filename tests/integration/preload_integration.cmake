@@ -15,6 +15,7 @@ add_executable(integration_tests
   launcher_test.cpp
   pool_preload_test.cpp
   pool_sharing_test.cpp
+  ranks_test.cpp
   robustness_test.cpp
   route_check.cpp
   routes_test.cpp

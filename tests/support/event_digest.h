@@ -64,6 +64,7 @@ inline std::string event_digest(const analyzer::detail::ParseResult& r, const an
   add("pool", text(e.pool));
   add("config", e.config_json);
   add("env", e.env_json);
+  add("rank_env", e.rank_env_json);
   return out;
 }
 

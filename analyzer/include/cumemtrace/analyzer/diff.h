@@ -13,6 +13,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "cumemtrace/analyzer/process_rank.h"
+
 namespace cumemtrace::analyzer {
 
 struct DiffFigure {
@@ -41,6 +43,12 @@ struct TraceDiff {
   std::optional<std::vector<SiteChange>> peak_sites;
   // Why a trace is not a finished run's record (check.h's incomplete_reason); "" when complete.
   std::string base_incomplete, next_incomplete;
+  // The rank each trace came from (process_rank.h: rank_of_report); nullopt
+  // when nothing tells.
+  std::optional<std::int64_t> base_rank, next_rank;
+  // A trace's name as the comparison and its verdicts show it: "run.jsonl, rank 3".
+  std::string base_label() const { return trace_with_rank(base_name, base_rank); }
+  std::string next_label() const { return trace_with_rank(next_name, next_rank); }
 };
 
 // `max_sites`: how many changed sites to keep per list.

@@ -18,6 +18,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "cumemtrace/analyzer/process_rank.h"
+
 namespace cumemtrace::analyzer {
 
 struct ProcessRow {
@@ -61,18 +63,13 @@ struct ProcessTotals {
 };
 ProcessTotals process_totals(const std::vector<ProcessRow>& rows);
 
-// The row of one trace, read from its one-trace JSON report.
+// The row of one trace, read from its one-trace JSON report (rank included:
+// rank_of_report).
 ProcessRow process_row(const nlohmann::ordered_json& report);
 
-// Rank from a trace file name written with `%r` next to the word "rank":
-// "job.rank3.jsonl", "rank-3", "rank_3", "RANK3" (the last such number).
-std::optional<std::int64_t> rank_from_file_name(std::string_view path);
-
-// Rank from a command line: --rank N, --rank=N, else --local-rank/--local_rank.
-std::optional<std::int64_t> rank_from_argv(const std::vector<std::string>& argv);
-
-// Fills rank and parent for every row. A rank comes from the file name
-// ("rank" followed by a number), else the command line, else, for traces
+// Fills rank and parent for every row. A rank comes from the header
+// (`rank_env`), else the file name ("rank" followed by a number), else the
+// command line (process_rank.h: process_row has set these), else, for traces
 // whose names are the same apart from their numbers, from the one number
 // that runs exactly 0..n-1 over n >= 2 such traces (`%r` written bare; pids
 // never do that). The parent is the trace of the same host whose pid is this

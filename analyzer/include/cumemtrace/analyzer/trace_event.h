@@ -49,6 +49,13 @@ struct TraceHeader {
   // type, ignored). Parses env_json on each call: for the few questions a
   // command asks once, not for a per-event loop.
   std::optional<std::string> env(std::string_view name) const;
+
+  // The `rank_env` object, minified (README.md, "Additions to the trace
+  // format"): the launcher's rank variables as the process started with
+  // them. Empty if absent or not an object.
+  std::string rank_env_json;
+  // One variable of `rank_env`, as env() reads one of `env`.
+  std::optional<std::string> rank_env(std::string_view name) const;
 };
 
 // The trace's `end` line, kept (owned) by the reader.
@@ -123,6 +130,7 @@ struct TraceEvent {
   std::string_view pool;
   std::string config_json;
   std::string env_json;
+  std::string rank_env_json;
   const TraceHeader* header = nullptr;
 
   // Back to defaults, keeping the vectors' capacity.

@@ -264,6 +264,7 @@ std::string digest(const ParseResult& r, const TraceEvent& e) {
   add("argv", e.argv.size());
   add("config", e.config_json);
   add("env", e.env_json);
+  add("rank_env", e.rank_env_json);
   add("version", e.version);
   add("live_bytes", e.live_bytes);
   return out;

@@ -142,17 +142,17 @@ TEST(TraceReader, ReadsAValidTraceWithEveryFieldDecoded) {
 
 // A header line with `env` (README.md, "Additions to the trace format")
 // written in place of the last brace of testing::header_line().
-std::string header_with_env(const std::string& env_value) {
+std::string header_with_env(const std::string& env_value, const std::string& field = "env") {
   std::string header = testing::header_line();
   header.pop_back();
-  return header + R"(,"env":)" + env_value + "}";
+  return header + ",\"" + field + "\":" + env_value + "}";
 }
 
 // Reads a trace whose header has `env_value` as its `env`, with one alloc and
 // its end after it: every line must be read, none bad.
-TraceHeader read_header_with_env(const std::string& env_value) {
+TraceHeader read_header_with_env(const std::string& env_value, const std::string& field = "env") {
   TempDir tmp;
-  testing::write_file(tmp.path("t.jsonl"), testing::join_lines({header_with_env(env_value),
+  testing::write_file(tmp.path("t.jsonl"), testing::join_lines({header_with_env(env_value, field),
                                                                  testing::alloc_line(1, "0x10", 8),
                                                                  testing::end_line(2)}));
   TraceReader reader(tmp.path("t.jsonl"));
@@ -176,6 +176,17 @@ TEST(TraceReader, HeaderEnvIsKeptMinifiedAndAskedByName) {
   // Escapes come back as the process had them.
   const TraceHeader escaped = read_header_with_env(R"({"PYTORCH_ALLOC_CONF":"a\"b\\c\u00e9"})");
   EXPECT_EQ(escaped.env("PYTORCH_ALLOC_CONF"), "a\"b\\c\xc3\xa9");
+}
+
+// `rank_env` is read as `env` is, and as forgivingly.
+TEST(TraceReader, HeaderRankEnvIsKeptAndAskedByName) {
+  const TraceHeader h = read_header_with_env(R"({ "RANK" : "3", "WORLD_SIZE":"4" })", "rank_env");
+  EXPECT_EQ(h.rank_env_json, R"({"RANK":"3","WORLD_SIZE":"4"})");
+  EXPECT_EQ(h.rank_env("RANK"), "3");
+  EXPECT_EQ(h.rank_env("LOCAL_RANK"), std::nullopt);
+  EXPECT_EQ(h.env_json, "") << "env is another field";
+  EXPECT_EQ(read_header_with_env("[3]", "rank_env").rank_env_json, "");
+  EXPECT_EQ(read_header_with_env(R"({"RANK":3})", "rank_env").rank_env("RANK"), std::nullopt);
 }
 
 TEST(TraceReader, AHeaderWithoutEnvHasNone) {

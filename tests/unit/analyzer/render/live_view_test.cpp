@@ -110,5 +110,27 @@ TEST(LiveView, SamplerTakesLiveSitesGrowthAndHistory) {
   EXPECT_EQ(f.devices[0].history.size(), 3u);  // the history keeps its last values
 }
 
+// `top` and `run --live` are there to show which sites hold the memory: the
+// largest first, and those cut by --top are the smallest.
+TEST(LiveView, SamplerShowsTheSitesHoldingTheMostFirst) {
+  Analysis analysis;
+  testing::EventFeeder feed(analysis);
+  feed.stack(1, {"small_buffer", "main"});
+  feed.stack(2, {"weights", "main"});
+  feed.stack(3, {"activations", "main"});
+  feed.alloc(10, 0x1000, 100, 1);
+  feed.alloc(20, 0x2000, 5000, 2);
+  feed.alloc(30, 0x3000, 700, 3);
+  LiveSampler sampler(3);
+  LiveFigures f;
+  sampler.sample(analysis, 2, f);
+  EXPECT_EQ(f.live_sites, 3u);
+  ASSERT_EQ(f.top_sites.size(), 2u);
+  EXPECT_EQ(f.top_sites[0].bytes, 5000u);
+  EXPECT_NE(f.top_sites[0].label.find("weights"), std::string::npos) << f.top_sites[0].label;
+  EXPECT_EQ(f.top_sites[1].bytes, 700u);
+  EXPECT_NE(f.top_sites[1].label.find("activations"), std::string::npos) << f.top_sites[1].label;
+}
+
 }  // namespace
 }  // namespace cumemtrace::analyzer::detail

@@ -37,6 +37,35 @@ TEST(RankLabels, FromCommandLines) {
   EXPECT_EQ(rank_from_argv({"train.py", "--rankish=3"}), std::nullopt);
 }
 
+TEST(RankLabels, FromTheHeadersRankVariables) {
+  EXPECT_EQ(rank_from_rank_env(Json({{"RANK", "3"}, {"LOCAL_RANK", "1"}, {"SLURM_PROCID", "0"}})), 3);
+  // Under torchrun in a Slurm job SLURM_PROCID numbers nodes: RANK wins; then
+  // the MPI launchers' own, Slurm's, and the local rank last.
+  EXPECT_EQ(rank_from_rank_env(Json({{"OMPI_COMM_WORLD_RANK", "5"}, {"SLURM_PROCID", "1"}})), 5);
+  EXPECT_EQ(rank_from_rank_env(Json({{"PMI_RANK", "6"}, {"SLURM_PROCID", "1"}, {"LOCAL_RANK", "0"}})), 6);
+  EXPECT_EQ(rank_from_rank_env(Json({{"SLURM_PROCID", "2"}, {"LOCAL_RANK", "0"}})), 2);
+  EXPECT_EQ(rank_from_rank_env(Json({{"LOCAL_RANK", "1"}, {"WORLD_SIZE", "4"}})), 1);
+  EXPECT_EQ(rank_from_rank_env(Json({{"RANK", "x"}, {"LOCAL_RANK", "1"}})), 1) << "a value that is no number is skipped";
+  EXPECT_EQ(rank_from_rank_env(Json({{"RANK", 3}})), std::nullopt) << "only strings, as the writer records them";
+  EXPECT_EQ(rank_from_rank_env(Json({{"WORLD_SIZE", "4"}})), std::nullopt);
+  EXPECT_EQ(rank_from_rank_env(Json("3")), std::nullopt);
+}
+
+TEST(RankLabels, TheHeaderWinsOverTheFileNameWhichWinsOverTheCommandLine) {
+  Json report = {{"trace", "job.rank2.jsonl"},
+                 {"program", {{"argv", {"train.py", "--rank", "1"}}, {"rank_env", {{"RANK", "3"}}}}}};
+  EXPECT_EQ(rank_of_report(report), 3);
+  report["program"].erase("rank_env");
+  EXPECT_EQ(rank_of_report(report), 2);
+  report["trace"] = "job.4242.jsonl";
+  EXPECT_EQ(rank_of_report(report), 1);
+  EXPECT_EQ(process_row(report).rank, 1);
+  report["program"].erase("argv");
+  EXPECT_EQ(rank_of_report(report), std::nullopt);
+  EXPECT_EQ(trace_with_rank("job.jsonl", 3), "job.jsonl, rank 3");
+  EXPECT_EQ(trace_with_rank("job.jsonl", std::nullopt), "job.jsonl");
+}
+
 TEST(RankLabels, BareNumbersRunningFromZeroAreRanksButPidsAreNot) {
   std::vector<ProcessRow> ranks = {row("out/job.1.jsonl", 501, 1), row("out/job.0.jsonl", 500, 1),
                                    row("out/job.2.jsonl", 502, 1)};

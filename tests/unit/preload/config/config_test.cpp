@@ -281,4 +281,27 @@ TEST(Config, HeaderEnvHoldsOnlyTheAllocatorVariablesThatAreSet) {
   EXPECT_EQ(one.view(), R"(,"env":{"PYTORCH_ALLOC_CONF":""})") << "set to empty is still set";
 }
 
+// The header's `rank_env`: the launcher's variables as they were when the
+// options were read, never an "unknown option", nothing else recorded.
+TEST(Config, RankVariablesAreReadWithTheOptionsAndEchoedInTheHeader) {
+  const auto p = parse({{"RANK", "3"},
+                        {"LOCAL_RANK", "1"},
+                        {"WORLD_SIZE", "4"},
+                        {"PMI_RANK", "7"},
+                        {"SLURM_JOB_ID", "never"},
+                        {"MASTER_ADDR", "never"}});
+  EXPECT_EQ(p.warnings, "");
+  cumemtrace::preload::LineBuffer b;
+  b.raw("{\"ev\":\"header\"");
+  cumemtrace::preload::append_header_rank_env(b, p.config);
+  b.ch('}');
+  const auto j = nlohmann::json::parse(b.view());
+  EXPECT_EQ(j["rank_env"], (nlohmann::json{{"RANK", "3"}, {"LOCAL_RANK", "1"}, {"WORLD_SIZE", "4"}, {"PMI_RANK", "7"}}))
+      << b.view();
+
+  cumemtrace::preload::LineBuffer none;
+  cumemtrace::preload::append_header_rank_env(none, parse({}).config);
+  EXPECT_EQ(none.view(), "") << "no `rank_env` field when no launcher set one";
+}
+
 }  // namespace

@@ -202,6 +202,23 @@ TEST_F(PythonWalk, ReadsFramesLinesAndRunsThroughEntryFrames) {
   EXPECT_EQ(s.run_end[1], 3);
 }
 
+// On 3.12+ a run of Python frames ends at its entry frame, a shim that
+// lives in _PyEval_EvalFrameDefault's C stack frame: its address is what
+// places the run among the native frames (merge_stacks). Without it
+// the run falls back to the evaluation loop's code range, which 3.14's
+// tail-calling interpreter and a `.cold` part break.
+TEST_F(PythonWalk, EachRunIsAnchoredAtItsEntryFrame) {
+  PythonFrames frames(interpreter());
+  for (int capture = 0; capture < 2; ++capture) {  // walked, then answered from the thread's cache
+    SCOPED_TRACE(capture == 0 ? "walked" : "cached");
+    PythonStack s;
+    frames.capture(s);
+    ASSERT_EQ(s.runs, 2u);
+    EXPECT_EQ(s.run_anchor[0], reinterpret_cast<std::uintptr_t>(shim1.bytes));
+    EXPECT_EQ(s.run_anchor[1], reinterpret_cast<std::uintptr_t>(shim2.bytes));
+  }
+}
+
 TEST_F(PythonWalk, ARepeatedPositionIsAnsweredFromTheCache) {
   PythonFrames frames(interpreter());
   PythonStack first;
