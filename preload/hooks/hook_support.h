@@ -22,6 +22,7 @@
 #include <cuda.h>
 
 #include "cumemtrace/pool/pool_stats.h"
+#include "hooks/capture.h"
 #include "hooks/step_aside.h"
 #include "record/recorder.h"
 
@@ -222,7 +223,9 @@ Result allocate(const AllocRequest& request, Out* out, Upstream&& upstream) {
   // A NULL out-parameter or 0 bytes: the real call answers (an error, or a
   // NULL pointer without any memory). The pool's path is a function of its
   // own: the passthrough path never builds its out-of-memory report.
-  if (record && request.pooled && out && request.size != 0 && caching_pool() && !pool_steps_aside()) {
+  // A capture in progress may divert it to the real call (hooks/capture.h).
+  if (record && request.pooled && out && request.size != 0 && caching_pool() && !pool_steps_aside() &&
+      !capture_diverts(request.stream)) {
     return allocate_from_pool<Result>(request, out, upstream);
   }
   Obtained<Result> got = upstream(request.size);
