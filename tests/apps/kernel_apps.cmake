@@ -55,7 +55,11 @@ set_target_properties(graph_capture PROPERTIES LINKER_LANGUAGE CXX SKIP_BUILD_RP
   RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/tests/apps)
 target_link_libraries(graph_capture PRIVATE CUDA::cudart ${CMAKE_DL_LIBS})
 add_test(NAME graph_capture.bare COMMAND graph_capture)
-add_test(NAME graph_capture.caching COMMAND graph_capture)
 set_tests_properties(graph_capture.bare PROPERTIES ENVIRONMENT "LD_LIBRARY_PATH=${SIMCUDA_LIBRARY_DIR}")
-set_tests_properties(graph_capture.caching PROPERTIES ENVIRONMENT
-  "LD_LIBRARY_PATH=${SIMCUDA_LIBRARY_DIR};LD_PRELOAD=$<TARGET_FILE:cumemtrace_preload>;CUMEMTRACE_POOL=caching;CUMEMTRACE_OUTPUT=${CMAKE_CURRENT_BINARY_DIR}/graph_capture.trace")
+# Under the preload, with the caching pool and passthrough (every request
+# to the real call: relaunches over memory the driver, not the pool, handed out).
+foreach(_mode caching passthrough)
+  add_test(NAME graph_capture.${_mode} COMMAND graph_capture)
+  set_tests_properties(graph_capture.${_mode} PROPERTIES ENVIRONMENT
+    "LD_LIBRARY_PATH=${SIMCUDA_LIBRARY_DIR};LD_PRELOAD=$<TARGET_FILE:cumemtrace_preload>;CUMEMTRACE_POOL=${_mode};CUMEMTRACE_OUTPUT=${CMAKE_CURRENT_BINARY_DIR}/graph_capture.${_mode}.trace")
+endforeach()
