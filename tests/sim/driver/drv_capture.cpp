@@ -334,12 +334,22 @@ CUresult capture_mem_free(const std::shared_ptr<Stream>& s, CUdeviceptr p) {
   node->kind = NodeKind::MemFree;
   node->free_ptr = p;
   node->alloc = graph_allocation_at(p);
-  // cuGraphAddMemFreeNode: graph allocations "can only be freed once in the
-  // owning graph"; memory that is no graph allocation is not modelled as a
-  // free node (CUDA_ERROR_INVALID_VALUE, not checked on a GPU).
-  if (!node->alloc) return CUDA_ERROR_INVALID_VALUE;
+  // "During stream capture, this function results in the creation of a free
+  // node and must therefore be passed the address of a graph allocation"
+  // (cuMemFreeAsync), which "can only be freed once in the owning graph"
+  // (cuGraphAddMemAllocNode). Memory from cuMemAllocAsync before the
+  // capture is refused too (PyTorch's CUDAMallocAsyncAllocator defers such
+  // frees to the capture's end for that reason), and "when an invalid
+  // operation is attempted during stream capture, any associated capture
+  // graphs are invalidated" (Programming Guide, CUDA Graphs, "Invalid
+  // Capture"); the memory stays allocated. (sim_driver_probe asks a GPU.)
+  bool valid = node->alloc != nullptr;
   for (const auto& n : s->capture->graph->nodes) {
-    if (n->kind == NodeKind::MemFree && n->free_ptr == p) return CUDA_ERROR_INVALID_VALUE;
+    if (n->kind == NodeKind::MemFree && n->free_ptr == p) valid = false;
+  }
+  if (!valid) {
+    invalidate_locked(s->capture.get());
+    return CUDA_ERROR_INVALID_VALUE;
   }
   capture_node_locked(s.get(), std::move(node));
   return CUDA_SUCCESS;

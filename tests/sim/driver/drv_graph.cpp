@@ -182,9 +182,17 @@ CUresult launch(CUgraphExec h, CUstream st, bool pt) {
   }
   for (const auto& a : x->allocs) {
     if (!a->outstanding) continue;
-    a->outstanding = false;  // AUTO_FREE_ON_LAUNCH: freed before the relaunch
-    reg().pools[a->dev].used -= a->size;
+    // AUTO_FREE_ON_LAUNCH: "each launch behave[s] as though it called
+    // cuMemFreeAsync for every unfreed allocation", so in stream order,
+    // after the previous launch's allocation node has run.
+    a->outstanding = false;
     reg().outstanding.erase(a);
+    Op free_op;
+    free_op.fn = [a] {
+      std::lock_guard<std::mutex> glk(graph_mu());
+      reg().pools[a->dev].used -= a->size;
+    };
+    enqueue(s, std::move(free_op));
   }
   ++x->in_flight;
   for (const ExecNode& n : x->nodes) {
