@@ -303,6 +303,7 @@ void captured_free_of_earlier_memory(cudaStream_t s) {
   void* p = nullptr;
   SIM_RT_OK(cudaMallocAsync(&p, kSize, s));
   SIM_RT_OK(cudaMemsetAsync(p, 0x66, kSize, s));
+  SIM_RT_OK(cudaStreamSynchronize(s));  // s does not block: the copy below would not wait for it
   SIM_RT_OK(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
   SIM_EXPECT_RT(cudaFreeAsync(p, s), cudaErrorInvalidValue);
   SIM_CHECK(status_of(s) == cudaStreamCaptureStatusInvalidated);
