@@ -149,6 +149,8 @@ enum class PoolRelease : std::uint8_t {
   forward_only,  // recorded, but the pool no longer holds it (a racing reset)
 };
 PoolRelease pool_release(const FreeFacts& facts) noexcept;
+// Whether a device free names memory of a caching pool (frees nothing).
+bool pool_owns(const FreeFacts& facts) noexcept;
 
 template <typename Out>
 void write_out(Out* out, std::uintptr_t ptr) {
@@ -284,6 +286,11 @@ template <typename Result, typename Upstream, typename Reject>
 Result release(const FreeFacts& facts, Upstream&& upstream, Reject&& reject) {
   ReentryGuard guard;
   if (guard.outermost() && facts.ptr != 0 && caching_pool()) {
+    // In a capture, cudaFreeAsync "must ... be passed the address of a graph
+    // allocation" (cuMemFreeAsync); a pool block never is one, so CUDA's
+    // refusal (which also invalidates the capture) answers, and the block
+    // stays the program's, as it would without us.
+    if (facts.stream && capture_diverts(facts.stream) && pool_owns(facts)) return reject();
     switch (pool_release(facts)) {
       case PoolRelease::freed: return Result{};
       case PoolRelease::invalid: return reject();

@@ -136,6 +136,18 @@ int main() {
   CHECK(cudaStreamEndCapture(s, &graph) == cudaSuccess && graph != nullptr, "relaxed end");
   CHECK(cudaGraphDestroy(graph) == cudaSuccess && cudaFree(ok) == cudaSuccess, "relaxed cleanup");
 
+  // A captured free of memory from before the capture (a pool block under
+  // the caching pool): CUDA refuses it and invalidates the capture
+  // (cudaFreeAsync: "must ... be passed the address of a graph
+  // allocation"); the memory stays the program's.
+  void* earlier = nullptr;
+  CHECK(cudaMallocAsync(&earlier, kSize, s) == cudaSuccess && cudaStreamSynchronize(s) == cudaSuccess, "earlier");
+  CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal) == cudaSuccess, "begin 4");
+  CHECK(cudaFreeAsync(earlier, s) == cudaErrorInvalidValue, "captured free of earlier memory refused");
+  cudaGetLastError();
+  CHECK(cudaStreamEndCapture(s, &graph) == cudaErrorStreamCaptureInvalidated, "invalidated by the free");
+  CHECK(cudaFreeAsync(earlier, s) == cudaSuccess && cudaStreamSynchronize(s) == cudaSuccess, "earlier free");
+
   for (void* p : held) CHECK(cudaFree(p) == cudaSuccess, "free held");
   CHECK(cudaStreamDestroy(s) == cudaSuccess, "stream destroy");
   std::printf("graph_capture: ok\n");
