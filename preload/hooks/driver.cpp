@@ -161,7 +161,9 @@ CUresult mem_free_async(decltype(&::cuMemFreeAsync) real, CUdeviceptr dptr, CUst
                             .releases = Releases::device,
                             .ptr = dptr,
                             .stream = stream_handle(stream, PerThread)},
-                           [&] { return real(dptr, stream); }, [] { return CUDA_ERROR_INVALID_VALUE; });
+                           [&] { return real(dptr, stream); },
+                           // The real refusal: in a capture it also invalidates it.
+                           [&] { return real(reinterpret_cast<CUdeviceptr>(not_a_device_pointer()), stream); });
 }
 
 // ---- virtual memory management ----------------------------------------------

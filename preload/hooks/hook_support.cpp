@@ -146,6 +146,15 @@ void note_pool_oom(const char* api, const pool::OomReport& report) noexcept {
   }
 }
 
+bool pool_owns(const FreeFacts& facts) noexcept {
+  try {
+    int dev = 0;
+    return facts.releases == Releases::device && pool_owning(facts.ptr, &dev) != nullptr;
+  } catch (...) {
+    return false;
+  }
+}
+
 PoolRelease pool_release(const FreeFacts& facts) noexcept {
   try {
     if (facts.releases != Releases::device) return PoolRelease::not_pooled;

@@ -22,6 +22,7 @@
 #include <cuda.h>
 
 #include "cumemtrace/pool/pool_stats.h"
+#include "hooks/capture.h"
 #include "hooks/step_aside.h"
 #include "record/recorder.h"
 
@@ -148,6 +149,8 @@ enum class PoolRelease : std::uint8_t {
   forward_only,  // recorded, but the pool no longer holds it (a racing reset)
 };
 PoolRelease pool_release(const FreeFacts& facts) noexcept;
+// Whether a device free names memory of a caching pool (frees nothing).
+bool pool_owns(const FreeFacts& facts) noexcept;
 
 template <typename Out>
 void write_out(Out* out, std::uintptr_t ptr) {
@@ -222,7 +225,9 @@ Result allocate(const AllocRequest& request, Out* out, Upstream&& upstream) {
   // A NULL out-parameter or 0 bytes: the real call answers (an error, or a
   // NULL pointer without any memory). The pool's path is a function of its
   // own: the passthrough path never builds its out-of-memory report.
-  if (record && request.pooled && out && request.size != 0 && caching_pool() && !pool_steps_aside()) {
+  // A capture in progress may divert it to the real call (hooks/capture.h).
+  if (record && request.pooled && out && request.size != 0 && caching_pool() && !pool_steps_aside() &&
+      !capture_diverts(request.stream)) {
     return allocate_from_pool<Result>(request, out, upstream);
   }
   Obtained<Result> got = upstream(request.size);
@@ -281,6 +286,11 @@ template <typename Result, typename Upstream, typename Reject>
 Result release(const FreeFacts& facts, Upstream&& upstream, Reject&& reject) {
   ReentryGuard guard;
   if (guard.outermost() && facts.ptr != 0 && caching_pool()) {
+    // In a capture, cudaFreeAsync "must ... be passed the address of a graph
+    // allocation" (cuMemFreeAsync); a pool block never is one, so CUDA's
+    // refusal (which also invalidates the capture) answers, and the block
+    // stays the program's, as it would without us.
+    if (facts.stream && capture_diverts(facts.stream) && pool_owns(facts)) return reject();
     switch (pool_release(facts)) {
       case PoolRelease::freed: return Result{};
       case PoolRelease::invalid: return reject();

@@ -44,6 +44,8 @@ std::span<const InterceptedSymbol> entry_point_symbols();  // hooks/entry_points
 std::span<const InterceptedSymbol> runtime_symbols();     // hooks/runtime.cpp
 // Stream and context creation, for the pool's ordering (pool/glue/device_order.h).
 std::span<const InterceptedSymbol> stream_symbols();      // hooks/streams.cpp
+// Stream capture, so the pool never serves a capture-time request (hooks/capture.h).
+std::span<const InterceptedSymbol> capture_symbols();     // hooks/capture.cpp
 // Memory-pool attributes as the program reads them (pool/glue/mempool_view.h).
 std::span<const InterceptedSymbol> mempool_symbols();     // hooks/mempools.cpp
 // IPC handles, address ranges, pointer attributes (driver and runtime rows).

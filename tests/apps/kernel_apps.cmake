@@ -37,3 +37,29 @@ function(kernel_app name)
 endfunction()
 kernel_app(kernel_train_shared CUDA::cudart)
 kernel_app(kernel_train_static simcuda_runtime_static)
+
+# graph_capture.cu (issue 31): capture with memory nodes and relaunch over
+# stamped buffers, capture-mode rules; run bare on the sim and under the
+# caching pool (its own check: every stamp intact, exit 0).
+set(_graph_src ${CMAKE_CURRENT_SOURCE_DIR}/graph_capture.cu)
+set(_graph_obj ${CMAKE_CURRENT_BINARY_DIR}/graph_capture.cu.o)
+add_custom_command(OUTPUT ${_graph_obj}
+  COMMAND ${CUDAToolkit_NVCC_EXECUTABLE} -c -O2 -g -arch=sm_90 -ccbin ${CMAKE_CXX_COMPILER}
+    -Xcompiler=${_kernel_host_flags} -o ${_graph_obj} ${_graph_src}
+  DEPENDS ${_graph_src}
+  COMMENT "nvcc graph_capture.cu"
+  VERBATIM)
+set_source_files_properties(${_graph_obj} PROPERTIES EXTERNAL_OBJECT ON GENERATED ON)
+add_executable(graph_capture ${_graph_obj})
+set_target_properties(graph_capture PROPERTIES LINKER_LANGUAGE CXX SKIP_BUILD_RPATH ON
+  RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/tests/apps)
+target_link_libraries(graph_capture PRIVATE CUDA::cudart ${CMAKE_DL_LIBS})
+add_test(NAME graph_capture.bare COMMAND graph_capture)
+set_tests_properties(graph_capture.bare PROPERTIES ENVIRONMENT "LD_LIBRARY_PATH=${SIMCUDA_LIBRARY_DIR}")
+# Under the preload, with the caching pool and passthrough (every request
+# to the real call: relaunches over memory the driver, not the pool, handed out).
+foreach(_mode caching passthrough)
+  add_test(NAME graph_capture.${_mode} COMMAND graph_capture)
+  set_tests_properties(graph_capture.${_mode} PROPERTIES ENVIRONMENT
+    "LD_LIBRARY_PATH=${SIMCUDA_LIBRARY_DIR};LD_PRELOAD=$<TARGET_FILE:cumemtrace_preload>;CUMEMTRACE_POOL=${_mode};CUMEMTRACE_OUTPUT=${CMAKE_CURRENT_BINARY_DIR}/graph_capture.${_mode}.trace")
+endforeach()

@@ -38,6 +38,8 @@ sim_app(sim_errors ENV SIMCUDA_DEVICE_MEMORY=1GiB)
 sim_app(sim_capacity ENV SIMCUDA_DEVICE_MEMORY=512MiB)
 sim_app(sim_page_probe ENV SIMCUDA_DEVICE_MEMORY=256MiB)
 sim_app(sim_driver_probe DRIVER)
+# Stream capture and graphs (tests/sim/driver/drv_capture.cpp, drv_graph.cpp).
+sim_app(sim_graphs TIMEOUT 60)
 sim_app(sim_multi_device ENV SIMCUDA_DEVICE_COUNT=2 SIMCUDA_DEVICE_MEMORY=2GiB)
 # CUDA_VISIBLE_DEVICES: picks and orders devices, stops at the first invalid
 # entry, takes GPU UUIDs, and is read by cuInit (set after the driver loaded).

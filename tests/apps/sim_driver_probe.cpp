@@ -2,7 +2,9 @@
 // real GPU can be asked too: the legacy unsuffixed 32-bit entry points, a
 // virtual-address reservation freed while still mapped, and what the
 // stream-ordered pool counts as used after each way of freeing its memory,
-// and what contexts do where the documentation is silent (tests/apps/
+// stream capture and graph memory (what a capture forbids, invalidation,
+// graph memory reserved and trimmed, relaunch rules), and what contexts do
+// where the documentation is silent (tests/apps/
 // sim_contexts.cpp checks the rest on the sim).
 // On the sim every fact must equal the sim's value (exit 1 otherwise); on a
 // real GPU the program only reports, marking each difference, and ends with
@@ -51,6 +53,11 @@ cuuint64_t pool_used(CUmemoryPool pool) {
 // The pool's used memory above `start` (negative when below), in MiB.
 std::string used_above(CUmemoryPool pool, cuuint64_t start) {
   return mib_text(static_cast<double>(pool_used(pool)) - static_cast<double>(start));
+}
+
+// A graph-memory figure above `start`, in MiB.
+std::string mib_above(cuuint64_t now, cuuint64_t start) {
+  return mib_text(static_cast<double>(now) - static_cast<double>(start));
 }
 
 void legacy_entry_points() {
@@ -136,6 +143,197 @@ void stream_ordered_accounting() {
   g_probe.fact("cuMemAllocAsync(64 MiB), then cuMemFreeAsync on CU_STREAM_LEGACY: used above the start",
                used_above(pool, third), mib_text(0));
   SIM_CU_OK(cuStreamDestroy(stream));
+}
+
+// ---- stream capture and graphs (issue 31): what the preload's capture
+// hooks (preload/hooks/capture.h) and the sim (tests/sim/driver/drv_capture.cpp,
+// drv_graph.cpp) assume.
+
+std::string status_text(CUstream s) {
+  CUstreamCaptureStatus st = CU_STREAM_CAPTURE_STATUS_NONE;
+  const CUresult rc = cuStreamIsCapturing(s, &st);
+  if (rc != CUDA_SUCCESS) return name_of(rc);
+  switch (st) {
+    case CU_STREAM_CAPTURE_STATUS_NONE: return "none";
+    case CU_STREAM_CAPTURE_STATUS_ACTIVE: return "active";
+    case CU_STREAM_CAPTURE_STATUS_INVALIDATED: return "invalidated";
+    default: return "status " + std::to_string(st);
+  }
+}
+
+// Ends the capture on s: its result, and whether a graph came back
+// (destroyed at once).
+std::string end_text(CUstream s) {
+  CUgraph g = nullptr;
+  const CUresult rc = cuStreamEndCapture(s, &g);
+  std::string text = name_of(rc) + (g ? ", a graph" : ", no graph");
+  if (g) cuGraphDestroy(g);
+  return text;
+}
+
+// cuMemAlloc on another thread whose capture mode is `theirs`.
+std::string alloc_on_other_thread(CUcontext ctx, CUstreamCaptureMode theirs) {
+  std::string result;
+  std::thread other([&] {
+    cuCtxSetCurrent(ctx);
+    CUstreamCaptureMode m = theirs;
+    cuThreadExchangeStreamCaptureMode(&m);
+    CUdeviceptr p = 0;
+    const CUresult rc = cuMemAlloc(&p, 4096);
+    if (rc == CUDA_SUCCESS) cuMemFree(p);
+    result = name_of(rc);
+  });
+  other.join();
+  return result;
+}
+
+void capture_rules(CUstream s) {
+  CUcontext ctx = nullptr;
+  SIM_CU_OK(cuCtxGetCurrent(&ctx));
+  CUdeviceptr p = 0;
+  SIM_CU_OK(cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_GLOBAL));
+  g_probe.fact("cuMemAlloc in a global capture of this thread", name_of(cuMemAlloc(&p, 4096)),
+               "CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED");
+  g_probe.fact("  the capture after it", status_text(s), "invalidated");
+  g_probe.fact("  cuStreamEndCapture", end_text(s), "CUDA_ERROR_STREAM_CAPTURE_INVALIDATED, no graph");
+  SIM_CU_OK(cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL));
+  g_probe.fact("cuMemAlloc in a thread-local capture of this thread", name_of(cuMemAlloc(&p, 4096)),
+               "CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED");
+  end_text(s);
+  SIM_CU_OK(cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL));
+  g_probe.fact("cuMemAlloc on another (global-mode) thread during a thread-local capture",
+               alloc_on_other_thread(ctx, CU_STREAM_CAPTURE_MODE_GLOBAL), "CUDA_SUCCESS");
+  g_probe.fact("  then cuStreamEndCapture", end_text(s), "CUDA_SUCCESS, a graph");
+  SIM_CU_OK(cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_GLOBAL));
+  g_probe.fact("cuMemAlloc on another (global-mode) thread during a global capture",
+               alloc_on_other_thread(ctx, CU_STREAM_CAPTURE_MODE_GLOBAL), "CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED");
+  g_probe.fact("  then cuStreamEndCapture", end_text(s), "CUDA_ERROR_STREAM_CAPTURE_INVALIDATED, no graph");
+  SIM_CU_OK(cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_GLOBAL));
+  g_probe.fact("cuMemAlloc on another (relaxed) thread during a global capture",
+               alloc_on_other_thread(ctx, CU_STREAM_CAPTURE_MODE_RELAXED), "CUDA_SUCCESS");
+  end_text(s);
+  SIM_CU_OK(cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_RELAXED));
+  const CUresult relaxed = cuMemAlloc(&p, 4096);
+  g_probe.fact("cuMemAlloc in a relaxed capture of this thread", name_of(relaxed), "CUDA_SUCCESS");
+  g_probe.fact("  then cuStreamEndCapture", end_text(s), "CUDA_SUCCESS, a graph");
+  if (relaxed == CUDA_SUCCESS) cuMemFree(p);
+
+  // A stream joined through an event: the preload asks cuStreamIsCapturing
+  // of a stream-ordered request's stream.
+  CUstream joined = nullptr;
+  CUevent fork = nullptr;
+  SIM_CU_OK(cuStreamCreate(&joined, CU_STREAM_NON_BLOCKING));
+  SIM_CU_OK(cuEventCreate(&fork, CU_EVENT_DISABLE_TIMING));
+  SIM_CU_OK(cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_GLOBAL));
+  SIM_CU_OK(cuEventRecord(fork, s));
+  SIM_CU_OK(cuStreamWaitEvent(joined, fork, 0));
+  g_probe.fact("cuStreamIsCapturing of a stream that waited for an event recorded in a capture", status_text(joined),
+               "active");
+  CUdeviceptr node_mem = 0;
+  SIM_CU_OK(cuMemAllocAsync(&node_mem, kMiB, joined));
+  SIM_CU_OK(cuMemFreeAsync(node_mem, joined));
+  SIM_CU_OK(cuEventRecord(fork, joined));
+  SIM_CU_OK(cuStreamWaitEvent(s, fork, 0));
+  g_probe.fact("  an allocation and its free on it, joined back: cuStreamEndCapture", end_text(s),
+               "CUDA_SUCCESS, a graph");
+  g_probe.fact("  and the stream after the end", status_text(joined), "none");
+  SIM_CU_OK(cuEventDestroy(fork));
+  SIM_CU_OK(cuStreamDestroy(joined));
+
+  // A captured free of memory allocated before the capture (the caching
+  // pool's blocks are such memory).
+  CUdeviceptr earlier = 0;
+  SIM_CU_OK(cuMemAllocAsync(&earlier, kMiB, s));
+  SIM_CU_OK(cuStreamSynchronize(s));
+  SIM_CU_OK(cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_GLOBAL));
+  g_probe.fact("cuMemFreeAsync in a capture of memory cuMemAllocAsync gave before it",
+               name_of(cuMemFreeAsync(earlier, s)), "CUDA_ERROR_INVALID_VALUE");
+  g_probe.fact("  the capture after it", status_text(s), "invalidated");
+  end_text(s);
+  g_probe.fact("  then, outside the capture, cuMemFreeAsync of it", name_of(cuMemFreeAsync(earlier, s)),
+               "CUDA_SUCCESS");
+  SIM_CU_OK(cuStreamSynchronize(s));
+}
+
+cuuint64_t graph_mem(CUdevice dev, CUgraphMem_attribute attr) {
+  cuuint64_t v = 0;
+  SIM_CU_OK(cuDeviceGetGraphMemAttribute(dev, attr, &v));
+  return v;
+}
+
+// A captured graph with one 1 MiB allocation node and no free node.
+CUgraph unfreed_allocation_graph(CUstream s) {
+  SIM_CU_OK(cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_GLOBAL));
+  CUdeviceptr p = 0;
+  SIM_CU_OK(cuMemAllocAsync(&p, kMiB, s));
+  CUgraph g = nullptr;
+  SIM_CU_OK(cuStreamEndCapture(s, &g));
+  return g;
+}
+
+void graph_memory(CUdevice dev, CUstream s) {
+  SIM_CU_OK(cuDeviceGraphMemTrim(dev));
+  const cuuint64_t start = graph_mem(dev, CU_GRAPH_MEM_ATTR_RESERVED_MEM_CURRENT);
+  SIM_CU_OK(cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_GLOBAL));
+  CUdeviceptr p = 0;
+  SIM_CU_OK(cuMemAllocAsync(&p, kMiB, s));
+  SIM_CU_OK(cuMemsetD8Async(p, 1, kMiB, s));
+  SIM_CU_OK(cuMemFreeAsync(p, s));
+  CUgraph g = nullptr;
+  SIM_CU_OK(cuStreamEndCapture(s, &g));
+  CUgraphExec x = nullptr;
+  SIM_CU_OK(cuGraphInstantiateWithFlags(&x, g, 0));
+  g_probe.fact("graph memory reserved after instantiating a graph that allocates and frees 1 MiB",
+               mib_above(graph_mem(dev, CU_GRAPH_MEM_ATTR_RESERVED_MEM_CURRENT), start), mib_text(0));
+  SIM_CU_OK(cuGraphLaunch(x, s));
+  SIM_CU_OK(cuStreamSynchronize(s));
+  g_probe.fact("  reserved after its launch", mib_above(graph_mem(dev, CU_GRAPH_MEM_ATTR_RESERVED_MEM_CURRENT), start),
+               mib_text(2.0 * kMiB));
+  g_probe.fact("  used after its launch", mib_text(static_cast<double>(graph_mem(dev, CU_GRAPH_MEM_ATTR_USED_MEM_CURRENT))),
+               mib_text(0));
+  SIM_CU_OK(cuDeviceGraphMemTrim(dev));
+  g_probe.fact("  reserved after cuDeviceGraphMemTrim, the executable graph idle",
+               mib_above(graph_mem(dev, CU_GRAPH_MEM_ATTR_RESERVED_MEM_CURRENT), start), mib_text(0));
+  SIM_CU_OK(cuGraphLaunch(x, s));
+  SIM_CU_OK(cuStreamSynchronize(s));
+  SIM_CU_OK(cuGraphExecDestroy(x));
+  SIM_CU_OK(cuGraphDestroy(g));
+  g_probe.fact("  reserved after relaunch and cuGraphExecDestroy",
+               mib_above(graph_mem(dev, CU_GRAPH_MEM_ATTR_RESERVED_MEM_CURRENT), start),
+               mib_text(2.0 * kMiB));
+  SIM_CU_OK(cuDeviceGraphMemTrim(dev));
+  g_probe.fact("  reserved after cuDeviceGraphMemTrim",
+               mib_above(graph_mem(dev, CU_GRAPH_MEM_ATTR_RESERVED_MEM_CURRENT), start), mib_text(0));
+
+  // Relaunch rules of an allocation the graph does not free (cuGraphLaunch).
+  g = unfreed_allocation_graph(s);
+  SIM_CU_OK(cuGraphInstantiateWithFlags(&x, g, 0));
+  SIM_CU_OK(cuGraphLaunch(x, s));
+  g_probe.fact("relaunch while its allocation is unfreed", name_of(cuGraphLaunch(x, s)), "CUDA_ERROR_INVALID_VALUE");
+  CUgraphNode node = nullptr;
+  std::size_t n = 1;
+  SIM_CU_OK(cuGraphGetNodes(g, &node, &n));
+  CUDA_MEM_ALLOC_NODE_PARAMS params{};
+  SIM_CU_OK(cuGraphMemAllocNodeGetParams(node, &params));
+  g_probe.fact("  cuMemFreeAsync of the allocation", name_of(cuMemFreeAsync(params.dptr, s)), "CUDA_SUCCESS");
+  g_probe.fact("  then the relaunch", name_of(cuGraphLaunch(x, s)), "CUDA_SUCCESS");
+  SIM_CU_OK(cuStreamSynchronize(s));
+  SIM_CU_OK(cuGraphExecDestroy(x));
+  SIM_CU_OK(cuGraphDestroy(g));
+  g_probe.fact("  cuMemFree of it, the graph and its executable destroyed first", name_of(cuMemFree(params.dptr)),
+               "CUDA_SUCCESS");
+  g = unfreed_allocation_graph(s);
+  SIM_CU_OK(cuGraphInstantiateWithFlags(&x, g, CUDA_GRAPH_INSTANTIATE_FLAG_AUTO_FREE_ON_LAUNCH));
+  SIM_CU_OK(cuGraphLaunch(x, s));
+  g_probe.fact("relaunch with CUDA_GRAPH_INSTANTIATE_FLAG_AUTO_FREE_ON_LAUNCH", name_of(cuGraphLaunch(x, s)),
+               "CUDA_SUCCESS");
+  SIM_CU_OK(cuStreamSynchronize(s));
+  SIM_CU_OK(cuGraphGetNodes(g, &node, &n));
+  SIM_CU_OK(cuGraphMemAllocNodeGetParams(node, &params));
+  SIM_CU_OK(cuMemFree(params.dptr));
+  SIM_CU_OK(cuGraphExecDestroy(x));
+  SIM_CU_OK(cuGraphDestroy(g));
+  SIM_CU_OK(cuDeviceGraphMemTrim(dev));
 }
 
 std::string limit_text(CUlimit limit) {
@@ -303,6 +501,11 @@ int main() {
   legacy_entry_points();
   address_free_while_mapped();
   stream_ordered_accounting();
+  CUstream capturing = nullptr;
+  SIM_CU_OK(cuStreamCreate(&capturing, CU_STREAM_NON_BLOCKING));
+  capture_rules(capturing);
+  graph_memory(dev, capturing);
+  SIM_CU_OK(cuStreamDestroy(capturing));
   context_queries();
   context_lifetimes();
 

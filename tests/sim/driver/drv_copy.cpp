@@ -18,7 +18,7 @@
 #include <climits>
 #include <cstring>
 
-#include "drv_internal.h"
+#include "drv_graph.h"
 
 namespace sim {
 namespace {
@@ -112,8 +112,7 @@ CUresult copy(Ptr dst, Ptr src, std::size_t n, CUstream h, bool async, bool pt) 
   } else {
     op.fn = on_device(s->ctx, touches, [d, sp, n] { std::memmove(d, sp, n); });
   }
-  enqueue(s, std::move(op));
-  return CUDA_SUCCESS;
+  return submit(s, std::move(op), NodeKind::Memcpy);
 }
 
 template <typename T>
@@ -143,8 +142,7 @@ CUresult set(std::uintptr_t dst, std::size_t pitch, T value, std::size_t width,
   Op op;
   op.fn = fn;
   op.pays_latency = true;
-  enqueue(s, std::move(op));
-  return CUDA_SUCCESS;
+  return submit(s, std::move(op), NodeKind::Memset);
 }
 
 Ptr H(const void* p) { return {reinterpret_cast<std::uintptr_t>(p), Side::Host}; }
@@ -231,11 +229,58 @@ CUresult copy2d(const CUDA_MEMCPY2D* c, CUstream h, bool async, bool pt) {
   } else {
     op.fn = rows_fn;
   }
-  enqueue(s, std::move(op));
-  return CUDA_SUCCESS;
+  return submit(s, std::move(op), NodeKind::Memcpy);
 }
 
 }  // namespace
+
+// A memset node's work (cuGraphAddMemsetNode): elementSize 1, 2 or 4, the
+// rows validated now against live allocations and again when it runs.
+CUresult graph_memset_work(Context* ctx, const CUDA_MEMSET_NODE_PARAMS& p, std::function<void()>* out) {
+  const unsigned e = p.elementSize;
+  if ((e != 1 && e != 2 && e != 4) || p.width == 0 || p.height == 0 || p.dst % e != 0) return CUDA_ERROR_INVALID_VALUE;
+  const std::size_t row = p.width * e;
+  if (p.height > 1 && p.pitch < row) return CUDA_ERROR_INVALID_VALUE;
+  const std::size_t span = (p.height - 1) * p.pitch + row;
+  if (CUresult r = check_device_side(p.dst, span)) return r;
+  Touches touches;
+  touches.add(p.dst, span, true);
+  *out = on_device(ctx, touches, [p, e] {
+    for (std::size_t y = 0; y < p.height; ++y) {
+      const std::uintptr_t at = p.dst + y * p.pitch;
+      for (std::size_t x = 0; x < p.width; ++x) std::memcpy(reinterpret_cast<void*>(at + x * e), &p.value, e);
+    }
+  });
+  return CUDA_SUCCESS;
+}
+
+// A memcpy node's work (cuGraphAddMemcpyNode): one row (Height and Depth at
+// most 1, no CUDA arrays, which the sim does not have); host memory is read
+// or written when the node runs.
+CUresult graph_memcpy_work(Context* ctx, const CUDA_MEMCPY3D& c, std::function<void()>* out) {
+  if (c.Height > 1 || c.Depth > 1 || c.srcY || c.srcZ || c.dstY || c.dstZ) return CUDA_ERROR_NOT_SUPPORTED;
+  const std::size_t n = c.WidthInBytes;
+  Ptr src{}, dst{};
+  if (CUresult r = side_2d(c.srcMemoryType, c.srcHost, c.srcDevice, c.srcXInBytes, 0, 0, n, 1, &src)) return r;
+  if (CUresult r = side_2d(c.dstMemoryType, c.dstHost, c.dstDevice, c.dstXInBytes, 0, 0, n, 1, &dst)) return r;
+  if (n == 0) return CUDA_ERROR_INVALID_VALUE;
+  if (dst.side == Side::Device) {
+    if (CUresult r = check_device_side(dst.p, n)) return r;
+  }
+  if (src.side == Side::Device) {
+    if (CUresult r = check_device_side(src.p, n)) return r;
+  }
+  bool pinned = false;
+  Touches touches;
+  if (dst.side == Side::Device || is_sim_memory(dst.p, n, &pinned)) touches.add(dst.p, n, true);
+  if (src.side == Side::Device || is_sim_memory(src.p, n, &pinned)) touches.add(src.p, n, false);
+  const std::uintptr_t d = dst.p, s0 = src.p;
+  *out = on_device(ctx, touches, [d, s0, n] {
+    std::memmove(reinterpret_cast<void*>(d), reinterpret_cast<const void*>(s0), n);
+  });
+  return CUDA_SUCCESS;
+}
+
 }  // namespace sim
 
 using namespace sim;

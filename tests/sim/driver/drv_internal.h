@@ -59,6 +59,8 @@ constexpr std::size_t kSharedPageMax = std::size_t{1} << 20;
 struct Context;
 struct Stream;
 struct Pool;
+struct Capture;    // drv_graph.h
+struct GraphNode;  // drv_graph.h
 
 // Best-fit, address-ordered, coalescing allocator of address ranges. With a
 // `boundary`, free ranges never merge across a multiple of it (the holes of
@@ -127,7 +129,9 @@ class DeviceSpace {
 // Ipc: another process's allocation mapped here by cuIpcOpenMemHandle.
 // Module: a module global's memory (drv_module.cpp), the driver's own, not
 // the program's: cuMemFree refuses it and cuModuleUnload frees it.
-enum class AllocKind { Device, Pitch, Managed, Async, Ipc, Module };
+// Graph: the address range of a graph allocation node (drv_graph_mem.cpp),
+// owned by its graph, freed only with the node.
+enum class AllocKind { Device, Pitch, Managed, Async, Ipc, Module, Graph };
 
 struct Allocation {
   std::uintptr_t base = 0;
@@ -239,6 +243,11 @@ struct Stream : std::enable_shared_from_this<Stream> {
   std::uint64_t submitted = 0;  // guarded by mu
   std::uint64_t completed = 0;  // guarded by mu
   bool stopping = false;
+  // Stream capture (drv_capture.cpp), guarded by its capture_mu: the
+  // sequence this stream captures into, and the nodes its next captured
+  // operation depends on.
+  std::shared_ptr<Capture> capture;
+  std::vector<GraphNode*> capture_deps;
 
   bool blocking() const { return !is_legacy && !(flags & CU_STREAM_NON_BLOCKING); }
   void wait_for(std::uint64_t seq);
@@ -255,6 +264,10 @@ struct Event {
   bool recorded = false;
   bool done_stamp = false;
   double stamp_ms = 0;             // time the record op ran
+  // Last recorded inside a capture sequence (drv_capture.cpp, under its
+  // lock): that sequence and the nodes a wait on the event joins.
+  std::shared_ptr<Capture> capture;
+  std::vector<GraphNode*> capture_nodes;
 };
 
 struct Pool {

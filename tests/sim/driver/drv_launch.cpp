@@ -7,7 +7,7 @@
 // occupancy queries, on the model of drv_module.cpp (active_blocks_per_sm).
 #include <algorithm>
 
-#include "drv_internal.h"
+#include "drv_graph.h"
 
 using namespace sim;
 
@@ -108,8 +108,7 @@ CUresult launch(const Launch& l) {
   }
   Op op;  // computes nothing: only its place in the stream and its latency
   op.pays_latency = true;
-  enqueue(s, std::move(op));
-  return CUDA_SUCCESS;
+  return submit(s, std::move(op), NodeKind::Kernel);
 }
 
 CUresult launch_ex(const CUlaunchConfig* config, CUfunction f, void** kernelParams, void** extra, bool pt) {

@@ -4,7 +4,7 @@
 #include <climits>
 #include <cstring>
 
-#include "drv_internal.h"
+#include "drv_graph.h"
 
 namespace sim {
 namespace {
@@ -114,7 +114,7 @@ CUresult free_device(std::uintptr_t p, bool async_pending_ok) {
   auto it = d->allocs.find(p);
   if (it == d->allocs.end()) return CUDA_ERROR_INVALID_VALUE;
   // Imported memory is released with cuIpcCloseMemHandle, not freed.
-  if (it->second.kind == AllocKind::Ipc) return CUDA_ERROR_INVALID_VALUE;
+  if (it->second.kind == AllocKind::Ipc || it->second.kind == AllocKind::Graph) return CUDA_ERROR_INVALID_VALUE;
   if (it->second.free_pending && !async_pending_ok) return CUDA_ERROR_INVALID_VALUE;
   release_locked(d, it);
   return CUDA_SUCCESS;
@@ -126,7 +126,7 @@ CUresult mark_free_pending(std::uintptr_t p) {
   std::lock_guard<std::mutex> lk(d->mu);
   auto it = d->allocs.find(p);
   if (it == d->allocs.end() || it->second.free_pending || it->second.kind == AllocKind::Ipc ||
-      it->second.kind == AllocKind::Module) {
+      it->second.kind == AllocKind::Module || it->second.kind == AllocKind::Graph) {
     return CUDA_ERROR_INVALID_VALUE;
   }
   it->second.free_pending = true;
@@ -227,6 +227,10 @@ CUresult alloc_api(CUdeviceptr* dptr, std::size_t size, AllocKind kind) {
   if (!dptr) return CUDA_ERROR_INVALID_VALUE;
   Context* c = nullptr;
   if (CUresult r = current_ctx(&c)) return r;
+  // "In the case of cudaMalloc, the operation is not enqueued asynchronously
+  // to a stream, and is not observed by stream capture", so it is a
+  // "potentially unsafe API call" (cuThreadExchangeStreamCaptureMode).
+  if (CUresult r = capture_check_unsafe_call()) return r;
   // "If bytesize is 0, cuMemAlloc() returns CUDA_ERROR_INVALID_VALUE."
   if (size == 0) return CUDA_ERROR_INVALID_VALUE;
   simcfg::wait_us(simcfg::get().malloc_latency_us);  // no lock held
@@ -259,6 +263,11 @@ CUresult check_free_context() {
 CUresult free_api(std::uintptr_t p) {
   if (CUresult r = check_free_context()) return r;
   if (p == 0) return CUDA_ERROR_INVALID_VALUE;
+  // cuMemFree is a "potentially unsafe API call" during capture
+  // (cuThreadExchangeStreamCaptureMode).
+  if (CUresult r = capture_check_unsafe_call()) return r;
+  CUresult outside = CUDA_SUCCESS;
+  if (graph_mem_free_outside(p, nullptr, &outside)) return outside;
   PtrInfo info = lookup_range(p, 0);
   // A module global (AllocKind::Module) is the driver's memory, freed by
   // cuModuleUnload, not by cuMemFree.

@@ -2,7 +2,7 @@
 // pools. The sim's pools do not cache: an allocation takes capacity when it is
 // made and gives it back when the stream reaches the free, which is the
 // behaviour of a real pool with a release threshold of 0 after a sync.
-#include "drv_internal.h"
+#include "drv_graph.h"
 
 namespace sim {
 namespace {
@@ -21,6 +21,10 @@ CUresult alloc_async(CUdeviceptr* dptr, std::size_t size, Pool* pool, CUstream h
   std::shared_ptr<Stream> s;
   if (CUresult r = resolve_stream(h, pt, &s)) return r;
   if (size == 0) return CUDA_ERROR_INVALID_VALUE;
+  // On a capturing stream the request becomes an allocation node of the
+  // capture's graph ("Stream Capture" in the guide's Graph Memory Nodes
+  // section); its memory belongs to the graph, not to the pool.
+  if (capture_of(s.get()) || (s->is_legacy && captures_active())) return capture_mem_alloc(s, size, dptr);
   if (!pool) {
     std::lock_guard<std::mutex> lk(G().mu);
     pool = s->ctx->dev->current_pool;
@@ -37,6 +41,9 @@ CUresult alloc_async(CUdeviceptr* dptr, std::size_t size, Pool* pool, CUstream h
 CUresult free_async(CUdeviceptr dptr, CUstream h, bool pt) {
   std::shared_ptr<Stream> s;
   if (CUresult r = resolve_stream(h, pt, &s)) return r;
+  if (capture_of(s.get()) || (s->is_legacy && captures_active())) return capture_mem_free(s, dptr);
+  CUresult outside = CUDA_SUCCESS;
+  if (graph_mem_free_outside(dptr, &s, &outside)) return outside;
   if (CUresult r = mark_free_pending(dptr)) return r;
   // The memory is released when the stream reaches this point, so work
   // queued before the free still sees valid memory.

@@ -11,7 +11,7 @@
 #include <string_view>
 #include <vector>
 
-#include "drv_internal.h"
+#include "drv_graph.h"
 
 namespace sim {
 
@@ -506,6 +506,9 @@ static CUresult ctx_synchronize(CUcontext ctx) {
   count(Counter::ctx_synchronize);
   Context* c = nullptr;
   if (CUresult r = ctx_or_current(ctx, &c)) return r;
+  // A "potentially unsafe API call" during capture (cudaDeviceSynchronize
+  // would wait for work the capture holds back).
+  if (CUresult r = capture_check_unsafe_call()) return r;
   return charged(Cost::CtxSynchronize, 0, sync_context(c));
 }
 

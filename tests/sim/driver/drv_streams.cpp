@@ -11,7 +11,7 @@
 #include <system_error>
 #include <thread>
 
-#include "drv_internal.h"
+#include "drv_graph.h"
 
 namespace sim {
 
@@ -220,6 +220,8 @@ std::uint64_t enqueue(const std::shared_ptr<Stream>& s, Op op, bool* behind) {
 }
 
 CUresult run_sync(const std::shared_ptr<Stream>& s, std::function<void()> fn, bool pays_latency) {
+  // A synchronous call cannot be captured (drv_capture.cpp).
+  if (CUresult r = capture_forbids_wait(s.get())) return r;
   Op op;
   op.fn = std::move(fn);
   op.pays_latency = pays_latency;
@@ -297,6 +299,7 @@ CUresult stream_sync(CUstream h, bool pt) {
   count(Counter::stream_synchronize);
   std::shared_ptr<Stream> s;
   if (CUresult r = resolve_stream(h, pt, &s)) return r;
+  if (CUresult r = capture_forbids_wait(s.get())) return r;
   if (s->is_legacy) {
     // A marker on the legacy stream depends on all earlier blocking work,
     // so waiting for it is the implicit barrier of the NULL stream.
@@ -317,6 +320,7 @@ CUresult stream_sync(CUstream h, bool pt) {
 CUresult stream_query(CUstream h, bool pt) {
   std::shared_ptr<Stream> s;
   if (CUresult r = resolve_stream(h, pt, &s)) return r;
+  if (CUresult r = capture_forbids_wait(s.get())) return r;
   std::lock_guard<std::mutex> lk(s->mu);
   return s->completed >= s->submitted ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
 }
@@ -328,6 +332,8 @@ CUresult stream_wait_event(CUstream h, CUevent ev, unsigned flags, bool pt) {
   if (CUresult r = resolve_stream(h, pt, &s)) return r;
   std::shared_ptr<Event> e;
   if (CUresult r = find_event(ev, &e)) return r;
+  bool captured = false;
+  if (CUresult r = capture_event_wait(s, e, &captured); captured) return charged(Cost::StreamWaitEvent, 0, r);
   Op op;
   {
     std::lock_guard<std::mutex> lk(e->mu);
@@ -346,6 +352,8 @@ CUresult record(CUevent ev, CUstream h, unsigned flags, bool pt) {
   if (CUresult r = find_event(ev, &e)) return r;
   std::shared_ptr<Stream> s;
   if (CUresult r = resolve_stream(h, pt, &s)) return r;
+  bool captured = false;
+  if (CUresult r = capture_event_record(e, s, &captured); captured) return r;
   std::uint64_t gen;
   {
     std::lock_guard<std::mutex> lk(e->mu);
@@ -383,8 +391,7 @@ CUresult launch_host(CUstream h, CUhostFn fn, void* data, bool pt) {
   Op op;
   op.fn = [fn, data] { fn(data); };
   op.pays_latency = true;
-  enqueue(s, std::move(op));
-  return CUDA_SUCCESS;
+  return submit(s, std::move(op), NodeKind::Host);
 }
 
 CUresult add_callback(CUstream h, CUstreamCallback cb, void* data, unsigned flags, bool pt) {
@@ -394,8 +401,7 @@ CUresult add_callback(CUstream h, CUstreamCallback cb, void* data, unsigned flag
   Op op;
   op.fn = [cb, h, data] { cb(h, CUDA_SUCCESS, data); };
   op.pays_latency = true;
-  enqueue(s, std::move(op));
-  return CUDA_SUCCESS;
+  return submit(s, std::move(op), NodeKind::Host);
 }
 
 CUresult stream_create(CUstream* ph, unsigned flags, int priority) {
@@ -573,6 +579,7 @@ bool recorded_point(Event& e, std::shared_ptr<Stream>* stream, std::uint64_t* se
 static CUresult event_query(CUevent ev) {
   std::shared_ptr<Event> e;
   if (CUresult r = find_event(ev, &e)) return r;
+  if (CUresult r = capture_check_event_use(e.get())) return r;
   std::shared_ptr<Stream> s;
   std::uint64_t seq = 0;
   if (!recorded_point(*e, &s, &seq)) return CUDA_SUCCESS;
@@ -589,6 +596,7 @@ CUresult CUDAAPI cuEventSynchronize(CUevent ev) {
   count(Counter::event_synchronize);
   std::shared_ptr<Event> e;
   if (CUresult r = find_event(ev, &e)) return r;
+  if (CUresult r = capture_check_event_use(e.get())) return r;
   std::shared_ptr<Stream> s;
   std::uint64_t seq = 0;
   const bool recorded = recorded_point(*e, &s, &seq);

@@ -175,6 +175,17 @@ cudaError_t map(CUresult r) {
     case CUDA_ERROR_INVALID_VALUE: return cudaErrorInvalidValue;
     case CUDA_ERROR_MAP_FAILED: return cudaErrorMapBufferObjectFailed;
     case CUDA_ERROR_TOO_MANY_PEERS: return cudaErrorTooManyPeers;
+    // Stream capture (drv_capture.cpp): the runtime's codes of the same names and numbers.
+    case CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED: return cudaErrorStreamCaptureUnsupported;
+    case CUDA_ERROR_STREAM_CAPTURE_INVALIDATED: return cudaErrorStreamCaptureInvalidated;
+    case CUDA_ERROR_STREAM_CAPTURE_MERGE: return cudaErrorStreamCaptureMerge;
+    case CUDA_ERROR_STREAM_CAPTURE_UNMATCHED: return cudaErrorStreamCaptureUnmatched;
+    case CUDA_ERROR_STREAM_CAPTURE_UNJOINED: return cudaErrorStreamCaptureUnjoined;
+    case CUDA_ERROR_STREAM_CAPTURE_ISOLATION: return cudaErrorStreamCaptureIsolation;
+    case CUDA_ERROR_STREAM_CAPTURE_IMPLICIT: return cudaErrorStreamCaptureImplicit;
+    case CUDA_ERROR_CAPTURED_EVENT: return cudaErrorCapturedEvent;
+    case CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD: return cudaErrorStreamCaptureWrongThread;
+    case CUDA_ERROR_ILLEGAL_STATE: return cudaErrorIllegalState;
     default: return cudaErrorUnknown;
   }
 }

@@ -159,7 +159,35 @@ namespace rt {
   X(cuMemcpy2D_v2, "cuMemcpy2D", false)                        \
   X(cuMemcpy2D_v2_ptds, "cuMemcpy2D", true)                    \
   X(cuMemcpy2DAsync_v2, "cuMemcpy2DAsync", false)              \
-  X(cuMemcpy2DAsync_v2_ptsz, "cuMemcpy2DAsync", true)
+  X(cuMemcpy2DAsync_v2_ptsz, "cuMemcpy2DAsync", true)         \
+  /* stream capture and graphs (rt_graph.cpp) */              \
+  X(cuStreamBeginCapture_v2, "cuStreamBeginCapture", false)    \
+  X(cuStreamBeginCapture_v2_ptsz, "cuStreamBeginCapture", true) \
+  X(cuStreamEndCapture, "cuStreamEndCapture", false)           \
+  X(cuStreamEndCapture_ptsz, "cuStreamEndCapture", true)       \
+  X(cuStreamIsCapturing, "cuStreamIsCapturing", false)         \
+  X(cuStreamIsCapturing_ptsz, "cuStreamIsCapturing", true)     \
+  X(cuStreamGetCaptureInfo_v3, "cuStreamGetCaptureInfo", false) \
+  X(cuStreamGetCaptureInfo_v3_ptsz, "cuStreamGetCaptureInfo", true) \
+  X(cuThreadExchangeStreamCaptureMode, "cuThreadExchangeStreamCaptureMode", false) \
+  X(cuGraphCreate, "cuGraphCreate", false)                     \
+  X(cuGraphDestroy, "cuGraphDestroy", false)                   \
+  X(cuGraphAddEmptyNode, "cuGraphAddEmptyNode", false)         \
+  X(cuGraphAddMemsetNode, "cuGraphAddMemsetNode", false)       \
+  X(cuGraphAddMemcpyNode, "cuGraphAddMemcpyNode", false)       \
+  X(cuGraphAddMemAllocNode, "cuGraphAddMemAllocNode", false)   \
+  X(cuGraphAddMemFreeNode, "cuGraphAddMemFreeNode", false)     \
+  X(cuGraphGetNodes, "cuGraphGetNodes", false)                 \
+  X(cuGraphNodeGetType, "cuGraphNodeGetType", false)           \
+  X(cuGraphInstantiateWithFlags, "cuGraphInstantiateWithFlags", false) \
+  X(cuGraphUpload, "cuGraphUpload", false)                     \
+  X(cuGraphUpload_ptsz, "cuGraphUpload", true)                 \
+  X(cuGraphLaunch, "cuGraphLaunch", false)                     \
+  X(cuGraphLaunch_ptsz, "cuGraphLaunch", true)                 \
+  X(cuGraphExecDestroy, "cuGraphExecDestroy", false)           \
+  X(cuDeviceGraphMemTrim, "cuDeviceGraphMemTrim", false)       \
+  X(cuDeviceGetGraphMemAttribute, "cuDeviceGetGraphMemAttribute", false) \
+  X(cuDeviceSetGraphMemAttribute, "cuDeviceSetGraphMemAttribute", false)
 
 struct DriverApi {
   decltype(&::cuGetProcAddress_v2) cuGetProcAddress_v2 = nullptr;
