@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <ostream>
 #include <random>
 #include <string>
 #include <vector>
@@ -87,6 +88,15 @@ struct Verdict {
   std::vector<std::pair<std::uint64_t, IterationInfo::Source>> threads;          // tid, source
   bool operator==(const Verdict&) const = default;
 };
+
+// Readable failures: "leaks [stack 3: 2048 B/iteration in 2 threads] threads [101: period, ...]".
+void PrintTo(const Verdict& v, std::ostream* os) {
+  *os << "leaks [";
+  for (const auto& [stack, rate, threads] : v.leaks) *os << "stack " << stack << ": " << rate << " B/iteration in " << threads << " threads; ";
+  *os << "] threads [";
+  for (const auto& [tid, source] : v.threads) *os << tid << ": " << name(source) << "; ";
+  *os << "]";
+}
 
 Verdict verdict_of(const GrowthResult& r) {
   Verdict v;
