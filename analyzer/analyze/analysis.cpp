@@ -148,13 +148,13 @@ PoolSample pool_sample(const TraceEvent& e) {
     total_.live_requested -= a.size;
     total_.live_blocks -= a.block;
   }
-  growth_.before_change(a.site, sites_[a.site], -static_cast<std::int64_t>(a.size), false);
+  growth_.on_free(a.growth_key, a.size);
   sites_.remove(a.site, a.size);
 }
 
 void Analysis::on_mark(const TraceEvent& e) {
   phases_.on_mark(e.tid, e.name, e.kind, phase_clock());
-  growth_.on_mark(e.name, e.kind);
+  growth_.on_mark(e.tid, e.name, e.kind);
 }
 
 void Analysis::on_pool(const TraceEvent& e) {
@@ -206,7 +206,6 @@ void Analysis::on_error(const TraceEvent& e) {
 }
 
 void Analysis::on_alloc(const TraceEvent& e) {
-  growth_.before_alloc(sites_, e.stack, e.size);  // may be an iteration boundary
   bool is_new = false;
   LiveAllocation& live = live_.find_or_claim(e.ptr, is_new);  // filled in below
   if (!is_new) {
@@ -220,10 +219,10 @@ void Analysis::on_alloc(const TraceEvent& e) {
   }
   DeviceInfo& d = device(e.dev);
   const std::uint32_t site = sites_.intern(e.stack);
-  growth_.before_change(site, sites_[site], static_cast<std::int64_t>(e.size), true);
+  const std::uint32_t growth_key = growth_.on_alloc(e.tid, site, e.stack, e.size);  // may be an iteration boundary
   sites_.add(site, e.size);
   const std::uint64_t block = e.block.value_or(0);
-  live = LiveAllocation{e.size, block, site, e.dev, e.t, e.stack, intern_api(e.api), e.memory_kind};
+  live = LiveAllocation{e.size, block, site, e.dev, e.t, e.stack, intern_api(e.api), e.memory_kind, growth_key};
   if (d.memory.allocated.add(e.size, e.t)) note_peak_phase(d.memory.allocated_peak_phase, e.tid);
   ++d.memory.allocs;
   ++d.memory.live_allocations;

@@ -110,44 +110,60 @@ bool GrowthSeries::is_growth_leak() const {
   return span * 2 >= steps && flat_tail * (ups - 1) <= 2 * span;
 }
 
-GrowthTracker::GrowthTracker() {
+void GrowthTracker::on_mark(std::uint64_t tid, std::string_view name, std::string_view kind) {
+  if (kind != "push" && kind != "instant") return;
+  fold_digits(name, folded_);
+  numbers_in(name, numbers_);
+  const std::uint32_t own = thread_index(tid);
+  // Each thread also follows the others' marks, for when it has no
+  // iterations of its own; marks are rare next to allocations.
+  for (std::uint32_t t = 0; t < threads_.size(); ++t) threads_[t]->on_mark(folded_, numbers_, t == own);
+}
+
+ThreadGrowth::ThreadGrowth() {
   window_allocs_.reserve(1024);
   window_changes_.reserve(2048);
 }
 
-std::uint64_t GrowthTracker::symbol(std::uint64_t stack, std::uint64_t size, bool by_stack_only) {
+std::uint64_t ThreadGrowth::symbol(std::uint64_t stack, std::uint64_t size, bool by_stack_only) {
   std::uint64_t h = (stack + 1) * 0x9E3779B97F4A7C15ull;
   if (!by_stack_only) h ^= (size + 0x632BE59BD9B4E019ull) * 0xC2B2AE3D27D4EB4Full;
   return h;
 }
 
-void GrowthTracker::on_mark(std::string_view name, std::string_view kind) {
-  if (kind != "push" && kind != "instant") return;
-  fold_digits(name, folded_);
-  numbers_in(name, numbers_);
+std::size_t ThreadGrowth::MarkNames::note(const std::string& folded, std::vector<std::uint64_t>& numbers_now) {
   std::size_t c = 0;
-  while (c < mark_name_count_ && mark_names_[c] != folded_) ++c;
-  if (c == mark_name_count_) {
-    if (mark_name_count_ == kMaxMarkNames) return;  // only the first few names are followed
-    mark_names_[mark_name_count_++] = folded_;
-    mark_counts_up_[c] = !numbers_.empty();
-  } else if (mark_counts_up_[c]) {
+  while (c < size && names[c] != folded) ++c;
+  if (c == size) {
+    if (size == kMaxMarkNames) return kMaxMarkNames;  // only the first few names are followed
+    names[size++] = folded;
+    counts_up[c] = !numbers_now.empty();
+  } else if (counts_up[c]) {
     // Same folded name, so as many numbers as before.
-    mark_counts_up_[c] = mark_numbers_[c] < numbers_;
+    counts_up[c] = numbers[c] < numbers_now;
   }
-  mark_numbers_[c].swap(numbers_);
-  ++boundaries_[c];
-  ++generation_;
-  if (++mark_counts_[c] >= kMinMarkOccurrences && detecting_) stop_detecting();  // marks win
+  numbers[c] = numbers_now;
+  ++counts[c];
+  return c;
 }
 
-void GrowthTracker::stop_detecting() {
+void ThreadGrowth::on_mark(const std::string& folded, std::vector<std::uint64_t>& numbers, bool own) {
+  MarkNames& marks = own ? own_marks_ : foreign_marks_;
+  const std::size_t c = marks.note(folded, numbers);
+  if (c == kMaxMarkNames) return;
+  ++boundaries_[own ? c : kForeignMarks + c];
+  ++generation_;
+  // The thread's own marks win over its period; the other threads' do not.
+  if (own && marks.counts[c] >= kMinMarkOccurrences && detecting_) stop_detecting();
+}
+
+void ThreadGrowth::stop_detecting() {
   detecting_ = false;
   std::vector<WindowAlloc>().swap(window_allocs_);
   std::vector<WindowChange>().swap(window_changes_);
 }
 
-inline void GrowthTracker::catch_up(std::size_t candidate, std::uint32_t site, std::uint64_t live_bytes) {
+inline void ThreadGrowth::catch_up(std::size_t candidate, std::uint32_t site, std::uint64_t live_bytes) {
   std::vector<GrowthSeries>& series = series_[candidate];
   if (site >= series.size()) [[unlikely]] make_room(series, site);
   GrowthSeries& g = series[site];
@@ -158,16 +174,17 @@ inline void GrowthTracker::catch_up(std::size_t candidate, std::uint32_t site, s
 // Runs once per site and iteration (its first change after a boundary): a
 // large share of all events on a short loop, hence one function with the
 // sampling inlined.
-void GrowthTracker::on_change(std::uint32_t site, CallSite& s, std::int64_t delta, bool is_alloc) {
-  if (s.growth_generation != generation_) {
-    s.growth_generation = generation_;
-    for (std::size_t c = 0; c < mark_name_count_; ++c) catch_up(c, site, s.live_bytes);
+void ThreadGrowth::on_change(std::uint32_t site, LocalSite& s, std::int64_t delta, bool is_alloc) {
+  if (s.generation != generation_) {
+    s.generation = generation_;
+    for (std::size_t c = 0; c < own_marks_.size; ++c) catch_up(c, site, s.live_bytes);
+    for (std::size_t c = 0; c < foreign_marks_.size; ++c) catch_up(kForeignMarks + c, site, s.live_bytes);
     if (period_active_) catch_up(kPeriod, site, s.live_bytes);
   }
   if (detecting_) window_changes_.push_back(WindowChange{site, is_alloc, delta});
 }
 
-GrowthTracker::Period GrowthTracker::detect_period() const {
+ThreadGrowth::Period ThreadGrowth::detect_period() const {
   const std::size_t n = window_allocs_.size();
   if (n < 8) return {};
   const std::size_t max_period = n / 4;  // at least four periods in the window
@@ -248,13 +265,12 @@ GrowthTracker::Period GrowthTracker::detect_period() const {
   return {};
 }
 
-std::uint64_t GrowthTracker::replay_window(const Period& period, const SiteTable& sites,
-                                           std::vector<GrowthSeries>& series) const {
+std::uint64_t ThreadGrowth::replay_window(const Period& period, std::vector<GrowthSeries>& series) const {
   // Each site's live bytes before the window: now, less the window's changes.
-  std::vector<std::int64_t> value(sites.size());
-  for (std::size_t s = 0; s < sites.size(); ++s) value[s] = static_cast<std::int64_t>(sites[static_cast<std::uint32_t>(s)].live_bytes);
+  std::vector<std::int64_t> value(sites_.size());
+  for (std::size_t s = 0; s < sites_.size(); ++s) value[s] = static_cast<std::int64_t>(sites_[s].live_bytes);
   for (const WindowChange& c : window_changes_) value[c.site] -= c.delta;
-  series.assign(sites.size(), GrowthSeries{});
+  series.assign(sites_.size(), GrowthSeries{});
   std::uint64_t boundaries = 0;
   std::size_t alloc_index = 0;
   for (const WindowChange& c : window_changes_) {
@@ -273,10 +289,10 @@ std::uint64_t GrowthTracker::replay_window(const Period& period, const SiteTable
   return boundaries;
 }
 
-void GrowthTracker::end_window(const SiteTable& sites) {
+void ThreadGrowth::end_window() {
   const Period period = detect_period();
   if (period.length != 0) {
-    boundaries_[kPeriod] = replay_window(period, sites, series_[kPeriod]);
+    boundaries_[kPeriod] = replay_window(period, series_[kPeriod]);
     period_ = period;
     period_active_ = true;
     period_alloc_index_ = window_allocs_.size();
@@ -292,76 +308,77 @@ void GrowthTracker::end_window(const SiteTable& sites) {
   window_changes_.clear();
 }
 
-int GrowthTracker::chosen_mark() const {
+int ThreadGrowth::MarkNames::chosen() const {
   int most = -1, most_counting = -1, most_op = -1;  // ties: the first seen
   const auto more_frequent = [&](std::size_t c, int than) {
-    return than < 0 || mark_counts_[c] > mark_counts_[static_cast<std::size_t>(than)];
+    return than < 0 || counts[c] > counts[static_cast<std::size_t>(than)];
   };
-  for (std::size_t c = 0; c < mark_name_count_; ++c) {
-    if (mark_counts_[c] < kMinMarkOccurrences) continue;
+  for (std::size_t c = 0; c < size; ++c) {
+    if (counts[c] < kMinMarkOccurrences) continue;
     // A C++ name ("cub::DeviceRadixSort::SortPairs", PyTorch's emit_nvtx
     // "aten::mm, seq = 41"): one operation's range, not a step.
-    if (mark_names_[c].find("::") != std::string::npos) {
+    if (names[c].find("::") != std::string::npos) {
       if (more_frequent(c, most_op)) most_op = static_cast<int>(c);
       continue;
     }
     if (more_frequent(c, most)) most = static_cast<int>(c);
-    if (mark_counts_up_[c] && more_frequent(c, most_counting)) most_counting = static_cast<int>(c);
+    if (counts_up[c] && more_frequent(c, most_counting)) most_counting = static_cast<int>(c);
   }
   if (most < 0) return most_op;
   if (most_counting < 0) return most;
   // A name far more frequent than the counting one is more likely the
   // program's step inside a counted outer loop ("train step" inside
   // "epoch 3") than a part of a counted step.
-  const std::uint64_t counting = mark_counts_[static_cast<std::size_t>(most_counting)];
-  return mark_counts_[static_cast<std::size_t>(most)] >= kFarMoreFrequent * counting ? most : most_counting;
+  const std::uint64_t counting = counts[static_cast<std::size_t>(most_counting)];
+  return counts[static_cast<std::size_t>(most)] >= kFarMoreFrequent * counting ? most : most_counting;
 }
 
-GrowthResult GrowthTracker::result(const SiteTable& sites) const {
-  GrowthResult r;
+void ThreadGrowth::result(ThreadIterations& iterations, std::vector<GrowthLeak>& leaks) const {
   const std::vector<GrowthSeries>* series = nullptr;
   std::vector<GrowthSeries> replayed;
   std::uint64_t boundaries = 0;
-  if (const int m = chosen_mark(); m >= 0) {
-    r.iterations.source = IterationInfo::Source::marks;
-    r.iterations.mark = mark_names_[static_cast<std::size_t>(m)];
-    series = &series_[static_cast<std::size_t>(m)];
-    boundaries = boundaries_[static_cast<std::size_t>(m)];
+  iterations = ThreadIterations{};
+  const int own = own_marks_.chosen();
+  const int foreign = own >= 0 ? -1 : foreign_marks_.chosen();
+  if (own >= 0) {
+    iterations.source = IterationInfo::Source::marks;
+    iterations.mark = own_marks_.names[static_cast<std::size_t>(own)];
+    series = &series_[static_cast<std::size_t>(own)];
+    boundaries = boundaries_[static_cast<std::size_t>(own)];
   } else if (period_active_) {
-    r.iterations.source = IterationInfo::Source::period;
-    r.iterations.period_allocs = period_.length;
+    iterations.source = IterationInfo::Source::period;
+    iterations.period_allocs = period_.length;
     series = &series_[kPeriod];
     boundaries = boundaries_[kPeriod];
-  } else if (detecting_) {  // a short trace: its only window never filled
-    const Period period = detect_period();
-    if (period.length != 0) {
-      r.iterations.source = IterationInfo::Source::period;
-      r.iterations.period_allocs = period.length;
-      boundaries = replay_window(period, sites, replayed);
-      series = &replayed;
-    }
+  } else if (const Period period = detecting_ ? detect_period() : Period{}; period.length != 0) {
+    // A short trace: its only window never filled.
+    iterations.source = IterationInfo::Source::period;
+    iterations.period_allocs = period.length;
+    boundaries = replay_window(period, replayed);
+    series = &replayed;
+  } else if (foreign >= 0) {
+    iterations.source = IterationInfo::Source::marks;
+    iterations.other_threads_marks = true;
+    iterations.mark = foreign_marks_.names[static_cast<std::size_t>(foreign)];
+    series = &series_[kForeignMarks + static_cast<std::size_t>(foreign)];
+    boundaries = boundaries_[kForeignMarks + static_cast<std::size_t>(foreign)];
   }
-  if (series == nullptr) return r;
-  r.iterations.count = boundaries;
-  for (std::size_t s = 0; s < sites.size(); ++s) {
-    const CallSite& site = sites[static_cast<std::uint32_t>(s)];
+  if (series == nullptr) return;
+  iterations.count = boundaries;
+  for (std::size_t s = 0; s < sites_.size(); ++s) {
     GrowthSeries g = s < series->size() ? (*series)[s] : GrowthSeries{};
-    if (boundaries > g.seen) g.sample(site.live_bytes, boundaries - g.seen);
+    if (boundaries > g.seen) g.sample(sites_[s].live_bytes, boundaries - g.seen);
     if (!g.is_growth_leak()) continue;
     GrowthLeak leak;
-    leak.stack = site.stack;
+    leak.stack = sites_[s].stack;
     leak.iterations = g.steps;
     leak.first_live_bytes = g.baseline;
     leak.last_live_bytes = g.last;
     leak.bytes_per_iteration = (g.last - g.baseline + g.steps / 2) / g.steps;
     leak.rising_iterations = g.ups;
     leak.first_iteration = g.start_boundary;
-    r.leaks.push_back(leak);
+    leaks.push_back(leak);
   }
-  std::sort(r.leaks.begin(), r.leaks.end(), [](const GrowthLeak& a, const GrowthLeak& b) {
-    return std::tie(b.bytes_per_iteration, a.stack) < std::tie(a.bytes_per_iteration, b.stack);
-  });
-  return r;
 }
 
 }  // namespace cumemtrace::analyzer

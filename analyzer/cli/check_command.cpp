@@ -24,6 +24,7 @@ struct CheckRequest {
   std::string junit_path;
   bool symbolize = false;
   bool allow_incomplete = false;
+  bool allow_unassessed = false;  // a growth limit passes, saying so, where growth cannot be assessed
 };
 
 namespace {
@@ -99,7 +100,8 @@ int check_traces(const std::vector<std::string>& traces, const CheckRequest& req
         }
       }
       if (verdict.incomplete.empty()) {
-        verdict.results = analyzer::evaluate_checks(report, request.checks, request.suppressions);
+        verdict.results =
+            analyzer::evaluate_checks(report, request.checks, request.suppressions, request.allow_unassessed);
         // How much each suppression took away, so a too-broad one shows in CI logs.
         for (const analyzer::SuppressionUse& use : analyzer::suppression_uses(report, request.suppressions)) {
           if (!use.matched()) continue;
@@ -167,6 +169,9 @@ CLI::App* add_check_command(CLI::App& app, CheckArgs& args) {
   check->add_flag("--allow-incomplete", args.allow_incomplete,
                   "Judge a trace that was cut short, lost events or was completed after a kill (by default "
                   "such a trace fails: its leaks and peaks are not a finished run's)");
+  check->add_flag("--allow-unassessed", args.allow_unassessed,
+                  "Pass --max-growth where growth cannot be assessed (no repeating mark and no period in any "
+                  "thread's allocations), saying so (by default such a trace fails the growth limit)");
   check->add_flag("--symbolize", args.symbolize,
                   "Name the call sites in failure lines by file:line from the object files' debug information "
                   "(as report --symbolize)");
@@ -191,6 +196,7 @@ int check_command(const CheckArgs& args) {
     request.junit_path = args.junit;
     request.symbolize = args.symbolize;
     request.allow_incomplete = args.allow_incomplete;
+    request.allow_unassessed = args.allow_unassessed;
     if (args.symbolize && !symbolize_is_available()) return kExitUsage;
     return check_traces(args.traces, request);
   } catch (const analyzer::CheckError& e) {
@@ -206,9 +212,10 @@ struct RunCheck::State {
 };
 
 std::unique_ptr<RunCheck> RunCheck::prepare(const std::string& list, const std::string& output_template,
-                                           bool allow_incomplete) {
+                                           bool allow_incomplete, bool allow_unassessed) {
   auto state = std::make_unique<State>();
   state->request.allow_incomplete = allow_incomplete;
+  state->request.allow_unassessed = allow_unassessed;
   try {
     state->request.checks = analyzer::parse_check_list(list);
   } catch (const analyzer::CheckError& e) {

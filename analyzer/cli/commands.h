@@ -23,6 +23,7 @@ struct RunArgs {
   std::vector<std::string> command;  // the program and its arguments
   std::optional<std::string> check;  // --check LIST, checked after the run ('' is a usage error)
   bool allow_incomplete = false;     // --check judges a cut or lossy trace too
+  bool allow_unassessed = false;     // --check passes a growth limit where growth cannot be assessed
   bool live = false;                 // --live: the live view (live_view.h) while the program runs
 };
 CLI::App* add_run_command(CLI::App& app, RunArgs& args);
@@ -50,6 +51,7 @@ struct CheckArgs {
   std::string junit;
   bool symbolize = false;  // as report --symbolize: the failure lines name file:line
   bool allow_incomplete = false;  // judge a cut, lossy or killed trace rather than fail it
+  bool allow_unassessed = false;  // pass --max-growth where growth cannot be assessed, saying so
 };
 CLI::App* add_check_command(CLI::App& app, CheckArgs& args);
 int check_command(const CheckArgs& args);
@@ -69,6 +71,7 @@ struct DiffArgs {
   // nullopt: no limit; an empty value is a bad limit, not none.
   std::optional<std::string> max_peak_increase, max_reserved_increase, max_leak_increase, max_growth_increase;
   bool allow_incomplete = false;  // judge a cut, lossy or killed trace rather than fail it
+  bool allow_unassessed = false;  // judge --max-growth-increase where growth cannot be assessed
 };
 CLI::App* add_diff_command(CLI::App& app, DiffArgs& args);
 int diff_command(const DiffArgs& args);
@@ -80,7 +83,7 @@ class RunCheck {
  public:
   // nullptr (the error logged) when LIST is not a valid check list.
   static std::unique_ptr<RunCheck> prepare(const std::string& list, const std::string& output_template,
-                                           bool allow_incomplete = false);
+                                           bool allow_incomplete = false, bool allow_unassessed = false);
   ~RunCheck();
   // The verdict's exit code: 0 all hold, 1 a check failed, 2 a trace unreadable.
   int check_new_traces();

@@ -59,6 +59,9 @@ CLI::App* add_diff_command(CLI::App& app, DiffArgs& args) {
   diff->add_flag("--allow-incomplete", args.allow_incomplete,
                  "With limits: judge traces that were cut short, lost events or were completed after a kill "
                  "(by default such a trace is a failure, exit 1)");
+  diff->add_flag("--allow-unassessed", args.allow_unassessed,
+                 "With --max-growth-increase: compare where a trace's growth could not be assessed (no repeating "
+                 "mark, no period in any thread's allocations) as 0 per iteration (by default a failure, exit 1)");
   return diff;
 }
 
@@ -71,6 +74,7 @@ int diff_command(const DiffArgs& args) {
     limits.max_leak_increase = size_option(args.max_leak_increase, "--max-leak-increase");
     limits.max_growth_increase = size_option(args.max_growth_increase, "--max-growth-increase");
     limits.allow_incomplete = args.allow_incomplete;
+    limits.allow_unassessed = args.allow_unassessed;
   } catch (const BadLimit& e) {
     spdlog::error("{}", e.message);
     return kExitUsage;

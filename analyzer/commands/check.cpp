@@ -661,14 +661,31 @@ std::string incomplete_reason(const Json& report) {
   return text;
 }
 
+std::string unassessed_growth_reason(const Json& report) {
+  const auto iterations = report.find("iterations");
+  if (iterations == report.end() || !iterations->is_object()) return "";  // an older report: cannot tell
+  if (iterations->value("source", std::string()) != "none") return "";
+  return "no iterations found (no mark repeats 3 times, no period in any thread's allocations)";
+}
+
 std::vector<CheckResult> evaluate_checks(const Json& report, const std::vector<Check>& checks,
-                                         const Suppressions& suppressions) {
+                                         const Suppressions& suppressions, bool allow_unassessed) {
   std::vector<CheckResult> results;
+  const std::string unassessed = unassessed_growth_reason(report);
   for (const Check& check : checks) {
     const MetricInfo& m = info(check.metric);
     CheckResult r;
     r.check = check;
     r.limit = format_value(m.type, check.limit, check.fraction_limit);
+    // Growth that could not be assessed would read as 0 and pass any limit.
+    if (check.metric == Metric::growth && !unassessed.empty()) {
+      r.status = allow_unassessed ? CheckResult::Status::pass : CheckResult::Status::fail;
+      r.undefined = allow_unassessed;
+      r.message = std::string(m.label) + " not assessed: " + unassessed + "; " +
+                  std::string(allow_unassessed ? kAllowedUnassessedNote : kUnassessedHint);
+      results.push_back(std::move(r));
+      continue;
+    }
     const Measured measured = measure(report, check.metric, suppressions);
     if (!measured.available) {
       r.status = CheckResult::Status::unavailable;

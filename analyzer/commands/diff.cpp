@@ -317,6 +317,8 @@ TraceDiff diff_reports(const Json& base, const Json& next, std::string base_name
   diff.next_incomplete = incomplete_reason(next);
   diff.base_rank = rank_of_report(base);
   diff.next_rank = rank_of_report(next);
+  diff.base_unassessed = unassessed_growth_reason(base);
+  diff.next_unassessed = unassessed_growth_reason(next);
   return diff;
 }
 
@@ -358,7 +360,18 @@ std::vector<std::string> find_regressions(const TraceDiff& diff, const DiffLimit
   percent_limit("peak_allocated", limits.max_peak_increase_percent);
   percent_limit("peak_reserved", limits.max_reserved_increase_percent);
   size_limit("leaked_bytes", limits.max_leak_increase);
-  size_limit("growth_bytes_per_iteration", limits.max_growth_increase);
+  if (limits.max_growth_increase && !limits.allow_unassessed &&
+      (!diff.base_unassessed.empty() || !diff.next_unassessed.empty())) {
+    for (const auto& [name, why] : {std::pair{&diff.base_name, &diff.base_unassessed},
+                                    std::pair{&diff.next_name, &diff.next_unassessed}}) {
+      if (!why->empty()) {
+        found.push_back("growth per iteration not assessed in " + *name + ": " + *why + "; " +
+                        std::string(kUnassessedHint));
+      }
+    }
+  } else {
+    size_limit("growth_bytes_per_iteration", limits.max_growth_increase);
+  }
   return found;
 }
 

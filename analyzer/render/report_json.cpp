@@ -111,6 +111,17 @@ Json top_at_peak_json(const Analysis& analysis, const detail::SiteLabels& labels
   return list;
 }
 
+// How one thread's (or the main thread's) iterations were delimited.
+Json iterations_json(const ThreadIterations& it) {
+  Json j{{"source", name(it.source)},
+         {"count", it.count},
+         {"mark", it.source == IterationInfo::Source::marks ? Json(it.mark) : Json(nullptr)},
+         {"period_allocs", it.source == IterationInfo::Source::period ? Json(it.period_allocs) : Json(nullptr)},
+         {"other_threads_marks", it.other_threads_marks}};
+  if (it.source != IterationInfo::Source::none) j["tid"] = it.tid;
+  return j;
+}
+
 Json growth_json(const Analysis& analysis, const detail::SiteLabels& labels, const GrowthResult& growth) {
   Json list = Json::array();
   for (const GrowthLeak& g : growth.leaks) {
@@ -122,6 +133,8 @@ Json growth_json(const Analysis& analysis, const detail::SiteLabels& labels, con
     leak["last_live_bytes"] = g.last_live_bytes;
     leak["rising_iterations"] = g.rising_iterations;
     leak["first_iteration"] = g.first_iteration;
+    leak["tid"] = g.tid;
+    leak["threads"] = g.threads;
     list.push_back(std::move(leak));
   }
   return list;
@@ -253,14 +266,10 @@ Json render_json_report(const TraceReader& reader, const Analysis& analysis, con
   j["leaks"] = leaks_json(analysis, labels, options);
 
   const GrowthResult growth = analysis.growth();
-  j["iterations"] = Json{{"source", name(growth.iterations.source)},
-                         {"count", growth.iterations.count},
-                         {"mark", growth.iterations.source == IterationInfo::Source::marks
-                                      ? Json(growth.iterations.mark)
-                                      : Json(nullptr)},
-                         {"period_allocs", growth.iterations.source == IterationInfo::Source::period
-                                               ? Json(growth.iterations.period_allocs)
-                                               : Json(nullptr)}};
+  j["iterations"] = iterations_json(growth.iterations);
+  Json& per_thread = j["iterations"]["threads"] = Json::array();
+  for (const ThreadIterations& t : growth.iterations.threads) per_thread.push_back(iterations_json(t));
+  j["iterations"]["threads_without"] = growth.iterations.threads_without;
   j["growth"] = growth_json(analysis, labels, growth);
   j["growth_bytes_per_iteration"] = growth.leaks.empty() ? 0 : growth.leaks.front().bytes_per_iteration;
 

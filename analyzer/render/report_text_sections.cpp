@@ -11,9 +11,37 @@ namespace cumemtrace::analyzer::detail {
 
 namespace {
 
+std::string delimiter_phrase(const ThreadIterations& it) {
+  if (it.source == IterationInfo::Source::marks) {
+    return (it.other_threads_marks ? "other threads' mark '" : "mark '") + it.mark + "'";
+  }
+  return "a period of " + plural(it.period_allocs, "allocation", "allocations");
+}
+
+// How the verdict was reached: one thread's iterations as before; several
+// threads' each by their own ("delimited per thread (2 threads), each by a
+// period of 4 allocations"), the threads that had none said.
 std::string iterations_phrase(const IterationInfo& it) {
-  if (it.source == IterationInfo::Source::marks) return "delimited by mark '" + it.mark + "'";
-  return "delimited by a period of " + plural(it.period_allocs, "allocation", "allocations");
+  if (it.threads.size() <= 1 && it.threads_without == 0) return "delimited by " + delimiter_phrase(it);
+  std::vector<std::pair<std::string, std::uint64_t>> ways;  // delimiter, threads
+  for (const ThreadIterations& t : it.threads) {
+    const std::string way = delimiter_phrase(t);
+    auto same = std::find_if(ways.begin(), ways.end(), [&](const auto& w) { return w.first == way; });
+    if (same == ways.end()) ways.emplace_back(way, 1);
+    else ++same->second;
+  }
+  std::string phrase = "delimited per thread (" + plural(it.threads.size(), "thread", "threads") + ")";
+  if (ways.size() == 1) {
+    phrase += (it.threads.size() > 1 ? ", each by " : ", by ") + ways.front().first;
+  } else {
+    for (std::size_t i = 0; i < ways.size(); ++i) {
+      phrase += (i ? ", by " : ": by ") + ways[i].first + " in " + std::to_string(ways[i].second);
+    }
+  }
+  if (it.threads_without > 0) {
+    phrase += "; " + plural(it.threads_without, "thread", "threads") + " without iterations not judged";
+  }
+  return phrase;
 }
 
 
@@ -194,8 +222,9 @@ void write_growth(std::ostringstream& out, const Analysis& analysis, const SiteL
     const GrowthLeak& g = growth.leaks[i];
     out << "  " << i + 1 << ". +" << per_iteration(g) << " per iteration over "
         << plural(g.iterations, "iteration", "iterations") << " (" << format_bytes(g.first_live_bytes) << " -> "
-        << format_bytes(g.last_live_bytes) << ", rose in " << g.rising_iterations << ") "
-        << from_site(labels, g.stack) << "\n";
+        << format_bytes(g.last_live_bytes) << ", rose in " << g.rising_iterations;
+    if (g.threads > 1) out << "; the fastest of " << g.threads << " threads it grows in";
+    out << ") " << from_site(labels, g.stack) << "\n";
     write_stack(out, analysis, g.stack, options);
   }
   if (growth.leaks.size() > options.max_growth) {

@@ -22,3 +22,6 @@ if(CUMEMTRACE_PYTHON_EMBED_INCLUDE AND CUMEMTRACE_PYTHON_EMBED_LIBRARY)
 else()
   message(STATUS "no Debian libpython3.11 development files: tests/apps/python_embed is not built")
 endif()
+# Threads leaking at different rates, for per-thread growth verdicts
+# (tests/integration/growth_threads_test.cpp).
+cumemtrace_add_cuda_app(growth_threads growth_threads.cpp)

@@ -8,6 +8,7 @@ add_executable(integration_tests
   bad_options_test.cpp
   exit_ways_test.cpp
   fault_matrix_test.cpp
+  growth_threads_test.cpp
   integration_support.cpp
   kernel_apps_test.cpp
   killed_trace_test.cpp
@@ -37,7 +38,7 @@ target_compile_definitions(integration_tests PRIVATE
   CUMEMTRACE_PYTHON_APPS_DIR="${CMAKE_SOURCE_DIR}/tests/apps/python")
 # The tests run these; make sure building the tests builds them.
 add_dependencies(integration_tests cumemtrace cumemtrace_preload known_sequence fork_child
-  oom_semantics stack_sites stack_perf_map markers_app survive_signals exit_paths exit_ways fork_paths
+  oom_semantics stack_sites stack_perf_map markers_app growth_threads survive_signals exit_paths exit_ways fork_paths
   signal_report kill_storm
   route_runtime route_driver route_entry_points route_stream_ordered route_vmm route_semantics
   route_devices route_threads route_framework route_static_runtime route_real_runtime_static

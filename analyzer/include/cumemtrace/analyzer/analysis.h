@@ -117,6 +117,7 @@ struct LiveAllocation {
   std::uint64_t stack = 0;
   std::uint16_t api = 0;  // Analysis::api_name()
   format::MemoryKind kind = format::MemoryKind::unknown;
+  std::uint32_t growth_key = 0;  // GrowthTracker's (thread, site) of the allocating thread
 };
 
 struct LeakExample {
@@ -197,7 +198,7 @@ class Analysis {
   // Call sites live at the allocated peak, most bytes first.
   std::vector<SiteAtPeak> top_at_peak(std::size_t limit) const { return sites_.top_at_peak(limit); }
   // Iterations and growth leaks as of now (computed on each call).
-  GrowthResult growth() const { return growth_.result(sites_); }
+  GrowthResult growth() const { return growth_.result(); }
   const FragmentationTracker& fragmentation() const { return fragmentation_; }
   // The `oom` events (the first kMaxOomRecords; total().ooms counts all).
   const std::vector<OomRecord>& oom_records() const { return oom_records_; }

@@ -29,7 +29,6 @@ struct alignas(64) CallSite {
   std::uint64_t live_count = 0;
   std::uint64_t allocs = 0;             // allocations from this site, ever
   std::uint64_t allocated_bytes = 0;    // bytes allocated from this site, ever (flame graphs' `allocated`)
-  std::uint32_t growth_generation = 0;  // GrowthTracker's bookkeeping
   bool dirty = false;                   // changed since the last peak snapshot
   std::uint64_t stack = 0;              // 0: no stack captured
   std::uint64_t at_peak_bytes = 0;      // live at the last allocated peak

@@ -139,6 +139,16 @@ inline constexpr std::string_view kAllowIncompleteHint = "pass --allow-incomplet
 
 bool glob_match(std::string_view pattern, std::string_view text);
 
+// Why the report could not assess growth ("no iterations found (...)"), or
+// "" when it did (or is too old to say). A limit on growth then fails
+// unless --allow-unassessed: growth not assessed reads as 0 bytes per
+// iteration, which would pass any limit.
+std::string unassessed_growth_reason(const nlohmann::ordered_json& report);
+// What a failing line adds, and what a pass by --allow-unassessed says.
+inline constexpr std::string_view kUnassessedHint =
+    "mark each step (cumemtrace_mark(\"step N\") or an NVTX range per step) or pass --allow-unassessed";
+inline constexpr std::string_view kAllowedUnassessedNote = "passed by --allow-unassessed";
+
 struct CheckResult {
   enum class Status : std::uint8_t { pass, fail, unavailable };
   Check check;
@@ -155,8 +165,10 @@ struct CheckResult {
 };
 
 // Evaluates every check on one trace's JSON report.
+// A growth limit on a report that could not assess growth fails, or with
+// `allow_unassessed` passes as undefined, saying so.
 std::vector<CheckResult> evaluate_checks(const nlohmann::ordered_json& report, const std::vector<Check>& checks,
-                                         const Suppressions& suppressions);
+                                         const Suppressions& suppressions, bool allow_unassessed = false);
 
 // JUnit XML: one <testsuite> per trace, one <testcase> per check, a
 // <failure> with the message for each check that did not pass, an <error>

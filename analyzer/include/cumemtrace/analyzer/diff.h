@@ -49,6 +49,8 @@ struct TraceDiff {
   // A trace's name as the comparison and its verdicts show it: "run.jsonl, rank 3".
   std::string base_label() const { return trace_with_rank(base_name, base_rank); }
   std::string next_label() const { return trace_with_rank(next_name, next_rank); }
+  // Why a report could not assess growth (check.h's unassessed_growth_reason); "" when it did.
+  std::string base_unassessed, next_unassessed;
 };
 
 // `max_sites`: how many changed sites to keep per list.
@@ -61,6 +63,7 @@ struct DiffLimits {
   std::optional<std::uint64_t> max_leak_increase;       // leaked_bytes, bytes
   std::optional<std::uint64_t> max_growth_increase;     // growth_bytes_per_iteration, bytes
   bool allow_incomplete = false;  // judge a cut, lossy or killed trace too
+  bool allow_unassessed = false;  // judge max_growth_increase where a trace's growth was not assessed
   bool any() const {
     return max_peak_increase_percent || max_reserved_increase_percent || max_leak_increase || max_growth_increase;
   }
@@ -69,7 +72,9 @@ struct DiffLimits {
 // One line per limit exceeded ("peak allocated +25.0% (2.00 GiB -> 2.50
 // GiB) > +10%"); a figure missing from a report is a regression too. With a
 // limit, an incomplete trace is not judged unless allow_incomplete: one line
-// per such trace instead, saying why and what to do. Without limits, none.
+// per such trace instead, saying why and what to do. So is a growth limit
+// where a trace's growth could not be assessed, unless allow_unassessed.
+// Without limits, none.
 std::vector<std::string> find_regressions(const TraceDiff& diff, const DiffLimits& limits);
 
 std::string render_diff_text(const TraceDiff& diff);

@@ -278,7 +278,7 @@ TEST(Growth, AFarMoreFrequentNameBeatsACountedOuterLoop) {
   Analysis analysis;
   TrainingLoop loop(analysis);
   testing::EventFeeder& feed = loop.feed();
-  constexpr int kStepsPerEpoch = static_cast<int>(GrowthTracker::kFarMoreFrequent);
+  constexpr int kStepsPerEpoch = static_cast<int>(ThreadGrowth::kFarMoreFrequent);
   for (int epoch = 0; epoch < 3; ++epoch) {
     feed.push(loop.tick(), "epoch " + std::to_string(epoch));
     for (int step = 0; step < kStepsPerEpoch; ++step) {

@@ -333,6 +333,32 @@ TEST(Check, AnIncompleteTraceSaysWhy) {
   EXPECT_EQ(incomplete_reason(report), "the trace has no end line (the program was cut short); 2 lines could not be read");
 }
 
+TEST(Check, GrowthThatCouldNotBeAssessedFailsAGrowthLimitUnlessAllowed) {
+  Json unassessed = full_report();
+  unassessed["iterations"] = Json{{"source", "none"}, {"count", 0}};
+  unassessed["growth"] = Json::array();
+  unassessed["growth_bytes_per_iteration"] = 0;
+  const std::vector<Check> checks = parse_check_list("growth<=1KiB,ooms<=100");
+  const std::vector<CheckResult> strict = evaluate_checks(unassessed, checks, Suppressions{});
+  EXPECT_EQ(strict[0].status, CheckResult::Status::fail);
+  EXPECT_EQ(strict[0].message,
+            "growth per iteration not assessed: no iterations found (no mark repeats 3 times, no period in any "
+            "thread's allocations); mark each step (cumemtrace_mark(\"step N\") or an NVTX range per step) or pass "
+            "--allow-unassessed");
+  EXPECT_TRUE(strict[1].passed());  // the other limits are judged as ever
+  const std::vector<CheckResult> allowed = evaluate_checks(unassessed, checks, Suppressions{}, true);
+  EXPECT_TRUE(allowed[0].passed());
+  EXPECT_TRUE(allowed[0].undefined);
+  EXPECT_NE(allowed[0].message.find("not assessed: no iterations found"), std::string::npos);
+  EXPECT_NE(allowed[0].message.find("passed by --allow-unassessed"), std::string::npos);
+  // Iterations found: judged on the figure, allowed or not.
+  Json assessed = unassessed;
+  assessed["iterations"]["source"] = "period";
+  const CheckResult judged = evaluate_checks(assessed, checks, Suppressions{}, true)[0];
+  EXPECT_TRUE(judged.passed());
+  EXPECT_FALSE(judged.undefined);
+}
+
 TEST(Check, AKeyTheReportLacksIsNeverAPass) {
   // A report from before growth and fragmentation existed, and one whose
   // trace reserved nothing (at_peak_reserved null).

@@ -126,6 +126,18 @@ TEST(Diff, RegressionsAgainstLimits) {
   EXPECT_EQ(find_regressions(diff_reports(old, new_report(), "old.jsonl", "new.jsonl"), growth),
             std::vector<std::string>{"growth per iteration not available in old.jsonl"});
 
+  // Growth not assessed in one trace: a growth limit fails, unless allowed.
+  Json loopless = new_report();
+  loopless["iterations"] = Json{{"source", "none"}, {"count", 0}};
+  const TraceDiff unassessed = diff_reports(base_report(), loopless, "base.jsonl", "once.jsonl");
+  EXPECT_EQ(find_regressions(unassessed, growth),
+            std::vector<std::string>{"growth per iteration not assessed in once.jsonl: no iterations found (no mark "
+                                     "repeats 3 times, no period in any thread's allocations); mark each step "
+                                     "(cumemtrace_mark(\"step N\") or an NVTX range per step) or pass "
+                                     "--allow-unassessed"});
+  growth.allow_unassessed = true;
+  EXPECT_EQ(find_regressions(unassessed, growth), std::vector<std::string>{});
+
   // An incomplete trace: with a limit, not judged (one line, what to do);
   // allowed, judged; without limits, no verdict at all.
   Json cut = new_report();

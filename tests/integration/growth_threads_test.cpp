@@ -1,0 +1,80 @@
+// Growth verdicts of programs whose threads run loops at once (issue 32):
+// `cumemtrace run --check growth<=1KiB` gives the same verdict on every run,
+// however the threads interleaved; a program without a loop fails the
+// growth limit as unassessed, and passes it with --allow-unassessed, saying so.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "integration_support.h"
+
+using namespace cumemtrace::testing;
+using nlohmann::json;
+
+namespace {
+
+const std::string kApps = CUMEMTRACE_APPS_DIR;
+
+struct Verdict {
+  CommandResult run;  // `run --check`
+  json report;        // report --format json of its trace
+};
+
+Verdict run_with_growth_check(const std::vector<std::string>& program, const std::vector<std::string>& options = {}) {
+  TempDir dir;
+  std::vector<std::string> argv = {CUMEMTRACE_CLI, "run", "--output", dir / "t.jsonl", "--check", "growth<=1KiB"};
+  argv.insert(argv.end(), options.begin(), options.end());
+  argv.emplace_back("--");
+  argv.insert(argv.end(), program.begin(), program.end());
+  Verdict v;
+  v.run = run_at_most(argv, sim_environment(), 60);
+  const CommandResult report = run_at_most({CUMEMTRACE_CLI, "report", "--format", "json", dir / "t.jsonl"}, {}, 60);
+  EXPECT_EQ(report.exit_code, 0) << report.err;
+  v.report = json::parse(report.out, nullptr, false);
+  return v;
+}
+
+// Each run: the check fails on the fastest thread's 2 KiB per step, every
+// thread's iterations from its own allocations.
+void expect_same_leak_every_run(const std::vector<std::string>& program, std::uint64_t threads) {
+  for (int run = 0; run < 3; ++run) {
+    const Verdict v = run_with_growth_check(program);
+    EXPECT_EQ(v.run.exit_code, 1) << "run " << run << ": " << v.run.err;
+    EXPECT_NE(v.run.err.find("growth per iteration 2.00 KiB > 1.00 KiB"), std::string::npos) << v.run.err;
+    const json& growth = v.report["growth"];
+    ASSERT_EQ(growth.size(), 1u) << "run " << run << ": " << v.report["iterations"];
+    EXPECT_EQ(growth[0]["bytes_per_iteration"], 2048) << "run " << run;
+    EXPECT_EQ(growth[0]["threads"], threads) << "run " << run;
+    ASSERT_EQ(v.report["iterations"]["threads"].size(), threads) << "run " << run;
+    for (const json& t : v.report["iterations"]["threads"]) EXPECT_EQ(t["source"], "period") << t;
+  }
+}
+
+TEST(GrowthThreads, EightNativeThreadsGiveTheSameVerdictEveryRun) {
+  expect_same_leak_every_run({kApps + "/growth_threads"}, 8);
+}
+
+TEST(GrowthThreads, TwoPythonThreadsGiveTheSameVerdictEveryRun) {
+#if defined(__SANITIZE_THREAD__)
+  GTEST_SKIP() << "python3 cannot load the ThreadSanitizer build's simulated CUDA";
+#endif
+  expect_same_leak_every_run({CUMEMTRACE_PYTHON3, CUMEMTRACE_PYTHON_APPS_DIR "/two_thread_leak.py"}, 2);
+}
+
+TEST(GrowthThreads, AProgramWithoutALoopFailsAGrowthLimitUnlessAllowed) {
+  const Verdict strict = run_with_growth_check({kApps + "/growth_threads", "once"});
+  EXPECT_EQ(strict.run.exit_code, 1) << strict.run.err;
+  EXPECT_NE(strict.run.err.find("check failed: growth per iteration not assessed: no iterations found"),
+            std::string::npos)
+      << strict.run.err;
+  EXPECT_NE(strict.run.err.find("--allow-unassessed"), std::string::npos) << strict.run.err;
+  EXPECT_EQ(strict.report["iterations"]["source"], "none");
+
+  const Verdict allowed = run_with_growth_check({kApps + "/growth_threads", "once"}, {"--allow-unassessed"});
+  EXPECT_EQ(allowed.run.exit_code, 0) << allowed.run.err;
+  EXPECT_NE(allowed.run.out.find("ok    growth per iteration not assessed"), std::string::npos) << allowed.run.out;
+  EXPECT_NE(allowed.run.out.find("passed by --allow-unassessed"), std::string::npos) << allowed.run.out;
+}
+
+}  // namespace
