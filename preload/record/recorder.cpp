@@ -217,13 +217,12 @@ FreeOutcome Recorder::on_free(const FreeFacts& f) {
       emit_free(f.api, f.ptr, taken.allocation, f.stream);
       break;
     case FreeOutcome::unknown_pointer:
-      // A memory node's address: the captured free (a free node), or the
-      // program freeing what a launch left it. Graph memory, not ours.
-      if (is_graph_address(f.ptr)) return FreeOutcome::recorded;
-      on_error(f.api, f.ptr, "unknown_pointer");
-      break;
     case FreeOutcome::double_free:
-      on_error(f.api, f.ptr, "double_free");
+      // A memory node's address (perhaps one the program freed before): the
+      // captured free (a free node), or the program freeing what a launch
+      // left it. Graph memory, not a misuse.
+      if (is_graph_address(f.ptr)) return FreeOutcome::recorded;
+      on_error(f.api, f.ptr, outcome == FreeOutcome::double_free ? "double_free" : "unknown_pointer");
       break;
     case FreeOutcome::other_kind:
       break;
