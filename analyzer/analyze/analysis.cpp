@@ -98,8 +98,16 @@ void Analysis::on_other(const TraceEvent& e) {
     }
     case Event::oom: on_oom(e); break;
     case Event::error: on_error(e); break;
-    case Event::mark: on_mark(e); break;
+    case Event::mark:
+      // A graph launch (it names its executable graph) is no phase boundary.
+      if (e.exec != 0) graphs_.on_launch(e);
+      else on_mark(e);
+      break;
     case Event::pool: on_pool(e); break;
+    case Event::graph_alloc: graphs_.on_alloc(e); break;
+    case Event::graph_exec: graphs_.on_exec(e); break;
+    case Event::graph_destroy: graphs_.on_destroy(e); break;
+    case Event::graph_mem: on_graph_memory(e); break;
     case Event::header: stacks_.set_run_start(e.start_unix_ns); break;
     case Event::end:
     case Event::unknown: break;
@@ -283,6 +291,29 @@ void Analysis::on_segment_alloc(const TraceEvent& e) {
     total_.allocated_at_reserved_peak = total_.allocated.current;
   }
   ++total_.segment_allocs;
+  phases_.note_reserved(total_.reserved.current);
+}
+
+// The driver's graph memory pool is reserved device memory that no segment
+// shows: its change is a change of reserved.
+void Analysis::on_graph_memory(const TraceEvent& e) {
+  const std::uint64_t before = graphs_.on_memory(e);
+  DeviceInfo& d = device(e.dev);
+  if (e.reserved < before) {
+    d.memory.reserved.remove(before - e.reserved);
+    total_.reserved.remove(before - e.reserved);
+    return;
+  }
+  const std::uint64_t grown = e.reserved - before;
+  if (grown == 0) return;
+  if (d.memory.reserved.add(grown, e.t)) {
+    note_peak_phase(d.memory.reserved_peak_phase, e.tid);
+    d.memory.allocated_at_reserved_peak = d.memory.allocated.current;
+  }
+  if (total_.reserved.add(grown, e.t)) {
+    note_peak_phase(total_.reserved_peak_phase, e.tid);
+    total_.allocated_at_reserved_peak = total_.allocated.current;
+  }
   phases_.note_reserved(total_.reserved.current);
 }
 

@@ -201,6 +201,7 @@ void TimelineCollector::consume(const TraceEvent& e, const Analysis& analysis) {
     case Event::free:
     case Event::segment_alloc:
     case Event::segment_free:
+    case Event::graph_mem:  // the device's graph memory is reserved memory (Analysis)
       if (analysis.devices().size() != tracked_) track_new_devices(analysis);
       record_changes(e.t);
       break;
@@ -210,7 +211,9 @@ void TimelineCollector::consume(const TraceEvent& e, const Analysis& analysis) {
       add_oom(e);
       record_pool(CacheSample{e.t, e.dev, e.cached_free, e.largest_free});
       break;
-    case Event::mark: add_mark(e); break;
+    case Event::mark:
+      if (e.exec == 0) add_mark(e);  // a graph launch is counted in the report's graphs, not drawn
+      break;
     default: break;
   }
 }

@@ -26,6 +26,7 @@
 #include "cumemtrace/address_map.h"
 #include "cumemtrace/analyzer/call_sites.h"
 #include "cumemtrace/analyzer/fragmentation.h"
+#include "cumemtrace/analyzer/graphs.h"
 #include "cumemtrace/analyzer/growth.h"
 #include "cumemtrace/analyzer/oom.h"
 #include "cumemtrace/analyzer/phases.h"
@@ -199,6 +200,8 @@ class Analysis {
   // Iterations and growth leaks as of now (computed on each call).
   GrowthResult growth() const { return growth_.result(sites_); }
   const FragmentationTracker& fragmentation() const { return fragmentation_; }
+  // CUDA graphs and the device's graph memory (counted in reserved).
+  const GraphTracker& graphs() const { return graphs_; }
   // The `oom` events (the first kMaxOomRecords; total().ooms counts all).
   const std::vector<OomRecord>& oom_records() const { return oom_records_; }
 
@@ -236,6 +239,7 @@ class Analysis {
   void on_pool(const TraceEvent& e);
   void on_oom(const TraceEvent& e);
   void on_error(const TraceEvent& e);
+  void on_graph_memory(const TraceEvent& e);
   void release(const LiveAllocation& a, DeviceInfo& d);  // `a` (on device `d`) stops being live
   void note_peak_phase(PeakPhase& phase, std::uint64_t tid) const;
 
@@ -254,6 +258,7 @@ class Analysis {
   SiteTable sites_;
   PhaseTracker phases_;
   GrowthTracker growth_;
+  GraphTracker graphs_;
   FragmentationTracker fragmentation_;
   std::vector<OomRecord> oom_records_;
 };
