@@ -185,6 +185,7 @@ void Analysis::on_oom(const TraceEvent& e) {
   r.block = e.block;
   r.allocated = e.allocated;
   r.reserved = e.reserved;
+  r.graph_reserved = graphs_.reserved(e.dev);
   r.cached_free = e.cached_free;
   r.largest_free = e.largest_free;
   r.device_free = e.device_free;
@@ -247,7 +248,9 @@ void Analysis::on_alloc(const TraceEvent& e) {
   // Unused reserved memory is judged when memory is handed out (and at the
   // pool's samples): right after a segment_alloc, or between a free and the
   // release of its segment, it is high only for an instant.
-  fragmentation_.note_unused(e.dev, d.memory.allocated.current, d.memory.reserved.current, e.t);
+  // Graph memory (the driver's graph pool) is not the allocator's cache.
+  fragmentation_.note_unused(e.dev, d.memory.allocated.current,
+                             d.memory.reserved.current - graphs_.reserved(e.dev), e.t);
   if (block != 0) {
     d.memory.live_requested += e.size;
     d.memory.live_blocks += block;
@@ -284,11 +287,13 @@ void Analysis::on_segment_alloc(const TraceEvent& e) {
   if (d.memory.reserved.add(e.size, e.t)) {
     note_peak_phase(d.memory.reserved_peak_phase, e.tid);
     d.memory.allocated_at_reserved_peak = d.memory.allocated.current;
+    d.memory.graph_at_reserved_peak = graphs_.reserved(e.dev);
   }
   ++d.memory.segment_allocs;
   if (total_.reserved.add(e.size, e.t)) {
     note_peak_phase(total_.reserved_peak_phase, e.tid);
     total_.allocated_at_reserved_peak = total_.allocated.current;
+    total_.graph_at_reserved_peak = graphs_.reserved_total();
   }
   ++total_.segment_allocs;
   phases_.note_reserved(total_.reserved.current);
@@ -309,10 +314,12 @@ void Analysis::on_graph_memory(const TraceEvent& e) {
   if (d.memory.reserved.add(grown, e.t)) {
     note_peak_phase(d.memory.reserved_peak_phase, e.tid);
     d.memory.allocated_at_reserved_peak = d.memory.allocated.current;
+    d.memory.graph_at_reserved_peak = e.reserved;
   }
   if (total_.reserved.add(grown, e.t)) {
     note_peak_phase(total_.reserved_peak_phase, e.tid);
     total_.allocated_at_reserved_peak = total_.allocated.current;
+    total_.graph_at_reserved_peak = graphs_.reserved_total();
   }
   phases_.note_reserved(total_.reserved.current);
 }

@@ -75,4 +75,10 @@ std::uint64_t GraphTracker::reserved(int dev) const {
   return it == memory_.end() ? 0 : it->second.reserved;
 }
 
+std::uint64_t GraphTracker::reserved_total() const {
+  std::uint64_t sum = 0;
+  for (const auto& [dev, m] : memory_) sum += m.reserved;
+  return sum;
+}
+
 }  // namespace cumemtrace::analyzer

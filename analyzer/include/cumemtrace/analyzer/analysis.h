@@ -84,6 +84,9 @@ struct MemoryTotals {
   // The most allocated while reserved stood at its peak: the peak's
   // fragmentation is 1 - this / reserved.peak.
   std::uint64_t allocated_at_reserved_peak = 0;
+  // The CUDA graph memory (graph_mem) in reserved at its peak: the driver's
+  // graph pool, not the allocator's cache, so fragmentation leaves it out.
+  std::uint64_t graph_at_reserved_peak = 0;
   // Live allocations that carry `block`: their requested and block sizes.
   std::uint64_t live_requested = 0;
   std::uint64_t live_blocks = 0;

@@ -62,6 +62,7 @@ class GraphTracker {
   std::uint64_t launches() const { return launches_; }
   // The graph memory reserved on `dev` now (0 if none was reported).
   std::uint64_t reserved(int dev) const;
+  std::uint64_t reserved_total() const;  // on all devices
   bool any() const { return !graphs_.empty() || !memory_.empty() || launches_ != 0 || omitted_ != 0; }
 
  private:
