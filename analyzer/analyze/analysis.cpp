@@ -98,8 +98,16 @@ void Analysis::on_other(const TraceEvent& e) {
     }
     case Event::oom: on_oom(e); break;
     case Event::error: on_error(e); break;
-    case Event::mark: on_mark(e); break;
+    case Event::mark:
+      // A graph launch (it names its executable graph) is no phase boundary.
+      if (e.exec != 0) graphs_.on_launch(e);
+      else on_mark(e);
+      break;
     case Event::pool: on_pool(e); break;
+    case Event::graph_alloc: graphs_.on_alloc(e); break;
+    case Event::graph_exec: graphs_.on_exec(e); break;
+    case Event::graph_destroy: graphs_.on_destroy(e); break;
+    case Event::graph_mem: on_graph_memory(e); break;
     case Event::header: stacks_.set_run_start(e.start_unix_ns); break;
     case Event::end:
     case Event::unknown: break;
@@ -177,6 +185,7 @@ void Analysis::on_oom(const TraceEvent& e) {
   r.block = e.block;
   r.allocated = e.allocated;
   r.reserved = e.reserved;
+  r.graph_reserved = graphs_.reserved(e.dev);
   r.cached_free = e.cached_free;
   r.largest_free = e.largest_free;
   r.device_free = e.device_free;
@@ -238,7 +247,9 @@ void Analysis::on_alloc(const TraceEvent& e) {
   // Unused reserved memory is judged when memory is handed out (and at the
   // pool's samples): right after a segment_alloc, or between a free and the
   // release of its segment, it is high only for an instant.
-  fragmentation_.note_unused(e.dev, d.memory.allocated.current, d.memory.reserved.current, e.t);
+  // Graph memory (the driver's graph pool) is not the allocator's cache.
+  fragmentation_.note_unused(e.dev, d.memory.allocated.current,
+                             d.memory.reserved.current - graphs_.reserved(e.dev), e.t);
   if (block != 0) {
     d.memory.live_requested += e.size;
     d.memory.live_blocks += block;
@@ -275,13 +286,40 @@ void Analysis::on_segment_alloc(const TraceEvent& e) {
   if (d.memory.reserved.add(e.size, e.t)) {
     note_peak_phase(d.memory.reserved_peak_phase, e.tid);
     d.memory.allocated_at_reserved_peak = d.memory.allocated.current;
+    d.memory.graph_at_reserved_peak = graphs_.reserved(e.dev);
   }
   ++d.memory.segment_allocs;
   if (total_.reserved.add(e.size, e.t)) {
     note_peak_phase(total_.reserved_peak_phase, e.tid);
     total_.allocated_at_reserved_peak = total_.allocated.current;
+    total_.graph_at_reserved_peak = graphs_.reserved_total();
   }
   ++total_.segment_allocs;
+  phases_.note_reserved(total_.reserved.current);
+}
+
+// The driver's graph memory pool is reserved device memory that no segment
+// shows: its change is a change of reserved.
+void Analysis::on_graph_memory(const TraceEvent& e) {
+  const std::uint64_t before = graphs_.on_memory(e);
+  DeviceInfo& d = device(e.dev);
+  if (e.reserved < before) {
+    d.memory.reserved.remove(before - e.reserved);
+    total_.reserved.remove(before - e.reserved);
+    return;
+  }
+  const std::uint64_t grown = e.reserved - before;
+  if (grown == 0) return;
+  if (d.memory.reserved.add(grown, e.t)) {
+    note_peak_phase(d.memory.reserved_peak_phase, e.tid);
+    d.memory.allocated_at_reserved_peak = d.memory.allocated.current;
+    d.memory.graph_at_reserved_peak = e.reserved;
+  }
+  if (total_.reserved.add(grown, e.t)) {
+    note_peak_phase(total_.reserved_peak_phase, e.tid);
+    total_.allocated_at_reserved_peak = total_.allocated.current;
+    total_.graph_at_reserved_peak = graphs_.reserved_total();
+  }
   phases_.note_reserved(total_.reserved.current);
 }
 

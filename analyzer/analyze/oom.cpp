@@ -57,7 +57,17 @@ std::string explain_oom(const OomRecord& oom, const OomAdviceContext& context) {
   // Memory the device lacks that neither this process's pool nor its free
   // space accounts for: other processes, the CUDA context, allocations made
   // around cumemtrace.
-  const std::uint64_t accounted = oom.reserved + oom.device_free;
+  // The driver's graph pool (graph_mem) is no part of the pool's reserved:
+  // when it holds a large part of the device (a quarter or more), it is
+  // what to cut, not other processes.
+  if (oom.graph_reserved > 0 && oom.graph_reserved * 4 >= oom.device_total && oom.device_total > 0) {
+    s += "; " + format_bytes(oom.graph_reserved) + " of the device's " + format_bytes(oom.device_total) +
+         " was CUDA graph memory (the memory nodes of instantiated graphs): capacity, graph memory holds the "
+         "device — destroy the graph executables you no longer launch, then cudaDeviceGraphMemTrim() returns "
+         "their memory";
+    return s;
+  }
+  const std::uint64_t accounted = oom.reserved + oom.graph_reserved + oom.device_free;
   const std::uint64_t elsewhere = oom.device_total > accounted ? oom.device_total - accounted : 0;
   if (elsewhere > 0 && free_total + elsewhere >= needed(oom) && elsewhere * 10 >= oom.device_total) {
     s += "; " + format_bytes(elsewhere) + " of the device's " + format_bytes(oom.device_total) +

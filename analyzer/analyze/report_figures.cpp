@@ -75,7 +75,9 @@ FragmentationAtEnd fragmentation_at_end(const Analysis& analysis) {
 }
 
 double fragmentation_at_peak_reserved(const MemoryTotals& m) {
-  return ratio_unused(m.allocated_at_reserved_peak, m.reserved.peak);
+  // Graph memory is the driver's graph pool, not the allocator's cache: it is
+  // no unused reserved memory (issue 31).
+  return ratio_unused(m.allocated_at_reserved_peak, m.reserved.peak - m.graph_at_reserved_peak);
 }
 
 }  // namespace cumemtrace::analyzer::detail

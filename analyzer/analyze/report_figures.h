@@ -43,7 +43,8 @@ struct FragmentationAtEnd {
 };
 FragmentationAtEnd fragmentation_at_end(const Analysis& analysis);
 
-// 1 - (most allocated while reserved stood at its peak) / peak reserved.
+// 1 - (most allocated while reserved stood at its peak) / (peak reserved
+// less the CUDA graph memory in it).
 double fragmentation_at_peak_reserved(const MemoryTotals& m);
 
 }  // namespace cumemtrace::analyzer::detail

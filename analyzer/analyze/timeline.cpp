@@ -115,16 +115,19 @@ void TimelineCollector::widen_buckets() {
   }
 }
 
-void TimelineCollector::record_changes(std::uint64_t t) {
+void TimelineCollector::record_changes(std::uint64_t t, const GraphTracker& graphs) {
   for (std::size_t k = 0; k < devices_.size(); ++k) {
     Device* d = &devices_[k];
     if (d->totals == nullptr) continue;
     const std::uint64_t allocated = d->totals->allocated.current;
     const std::uint64_t reserved = d->totals->reserved.current;
-    if (allocated == d->allocated && reserved == d->reserved) continue;
+    std::optional<std::uint64_t> graph_reserved;
+    if (auto it = graphs.memory().find(d->dev); it != graphs.memory().end()) graph_reserved = it->second.reserved;
+    if (allocated == d->allocated && reserved == d->reserved && graph_reserved == d->graph_reserved) continue;
     d->allocated = allocated;
     d->reserved = reserved;
-    const TimelineSample sample{t, d->dev, allocated, reserved};
+    d->graph_reserved = graph_reserved;
+    const TimelineSample sample{t, d->dev, allocated, reserved, graph_reserved};
     d->last = sample;
     d->changed = true;
     if (options_.buckets == 0) {
@@ -201,8 +204,9 @@ void TimelineCollector::consume(const TraceEvent& e, const Analysis& analysis) {
     case Event::free:
     case Event::segment_alloc:
     case Event::segment_free:
+    case Event::graph_mem:  // the device's graph memory is reserved memory (Analysis)
       if (analysis.devices().size() != tracked_) track_new_devices(analysis);
-      record_changes(e.t);
+      record_changes(e.t, analysis.graphs());
       break;
     case Event::pool: record_pool(CacheSample{e.t, e.dev, e.cached_free, e.largest_free}); break;
     case Event::oom:
@@ -210,7 +214,9 @@ void TimelineCollector::consume(const TraceEvent& e, const Analysis& analysis) {
       add_oom(e);
       record_pool(CacheSample{e.t, e.dev, e.cached_free, e.largest_free});
       break;
-    case Event::mark: add_mark(e); break;
+    case Event::mark:
+      if (e.exec == 0) add_mark(e);  // a graph launch is counted in the report's graphs, not drawn
+      break;
     default: break;
   }
 }

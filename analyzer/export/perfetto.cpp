@@ -3,7 +3,8 @@
 //
 // Perfetto names a counter track "<event name> <arg key>" and keeps counters
 // per process, so each device gets the tracks "allocated dev N bytes" and
-// "reserved dev N bytes" in the traced process. Timestamps are microseconds
+// "reserved dev N bytes" in the traced process (and "graph reserved dev N
+// bytes" where the device reported CUDA graph memory). Timestamps are microseconds
 // (the format's unit) with nanosecond decimals. Mark ranges become B/E slices
 // on their thread's track; an E must close the slice its thread opened last,
 // so pops without an open range are dropped and ranges still open at the end
@@ -18,6 +19,7 @@
 // in any order, and the viewers sort them by time.
 #include <algorithm>
 #include <map>
+#include <optional>
 #include <ostream>
 #include <string>
 #include <vector>
@@ -62,7 +64,12 @@ class PerfettoWriter final : public TimelineSink {
     Counters& c = counters_[s.dev];
     if (!c.seen || c.allocated != s.allocated) counter("allocated", s.t, s.dev, s.allocated);
     if (!c.seen || c.reserved != s.reserved) counter("reserved", s.t, s.dev, s.reserved);
-    c = Counters{true, s.allocated, s.reserved};
+    // The driver's graph memory (a part of reserved) is its own track, from
+    // the device's first graph_mem on.
+    if (s.graph_reserved && c.graph_reserved != s.graph_reserved) {
+      counter("graph reserved", s.t, s.dev, *s.graph_reserved);
+    }
+    c = Counters{true, s.allocated, s.reserved, s.graph_reserved};
   }
 
   void on_event(const TraceEvent& e, const StackTable& stacks) {
@@ -94,6 +101,7 @@ class PerfettoWriter final : public TimelineSink {
     bool seen = false;
     std::uint64_t allocated = 0;
     std::uint64_t reserved = 0;
+    std::optional<std::uint64_t> graph_reserved;
   };
   struct Nesting {
     std::vector<std::string> open;  // names of the open ranges, outermost first

@@ -1,5 +1,6 @@
 // `cumemtrace timeline` as CSV or JSON (EXPORT_FORMATS.md), written as the
 // trace is read when it is not resampled.
+#include <map>
 #include <ostream>
 #include <type_traits>
 
@@ -16,6 +17,9 @@ using detail::append_uint;
 using detail::ChunkedOutput;
 
 // t,event,dev,allocated,reserved,kind,name,size,cause
+// The device's graph memory is its own series: a `graph` row (its `reserved`
+// the graph memory reserved) after each sample where it changed, so the
+// columns, and traces without CUDA graphs, stay as they were.
 class CsvTimelineWriter final : public TimelineSink {
  public:
   explicit CsvTimelineWriter(std::ostream& out) : out_(out) {
@@ -33,6 +37,7 @@ class CsvTimelineWriter final : public TimelineSink {
     append_uint(o, s.reserved);
     o += ",,,,\n";
     ++samples;
+    if (s.graph_reserved) graph_row(s.t, s.dev, *s.graph_reserved);
     out_.maybe_flush();
   }
 
@@ -67,7 +72,21 @@ class CsvTimelineWriter final : public TimelineSink {
   std::uint64_t samples = 0;
 
  private:
+  void graph_row(std::uint64_t t, int dev, std::uint64_t graph_reserved) {
+    auto [it, first] = graph_reserved_.try_emplace(dev, graph_reserved);
+    if (!first && it->second == graph_reserved) return;
+    it->second = graph_reserved;
+    std::string& o = out_.text;
+    append_uint(o, t);
+    o += ",graph,";
+    detail::append_int(o, dev);
+    o += ",,";
+    append_uint(o, graph_reserved);
+    o += ",,,,\n";
+  }
+
   ChunkedOutput out_;
+  std::map<int, std::uint64_t> graph_reserved_;  // per device, as last written
 };
 
 // {"timeline_version":1,...,"samples":[...],"marks":[...],"ooms":[...],...}
@@ -99,6 +118,10 @@ class JsonTimelineWriter final : public TimelineSink {
     append_uint(o, s.allocated);
     o += ",\"reserved\":";
     append_uint(o, s.reserved);
+    if (s.graph_reserved) {
+      o += ",\"graph_reserved\":";
+      append_uint(o, *s.graph_reserved);
+    }
     o += '}';
     ++samples;
     out_.maybe_flush();

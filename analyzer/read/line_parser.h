@@ -18,6 +18,7 @@ enum class Field : std::uint8_t {
   t, tid, dev, name, total, id, frames, api, kind, ptr, size, block, stream, stack,
   allocated, reserved, cached_free, largest_free, device_free, device_total, cause,
   free_blocks, inactive_split, what, reason, live, live_bytes, dropped,
+  graph, exec, used,
   count_,
 };
 using FieldMask = std::uint64_t;

@@ -61,6 +61,8 @@ inline constexpr std::array<FieldInfo, static_cast<std::size_t>(Field::count_)> 
     {"what", ValueKind::string},         {"reason", ValueKind::string},
     {"live", ValueKind::uint},           {"live_bytes", ValueKind::uint},
     {"dropped", ValueKind::uint},
+    {"graph", ValueKind::hex},           {"exec", ValueKind::hex},
+    {"used", ValueKind::uint},
 }};
 
 constexpr FieldMask bit(Field f) { return FieldMask{1} << static_cast<unsigned>(f); }
@@ -100,9 +102,15 @@ constexpr std::array<Schema, static_cast<std::size_t>(Event::unknown) + 1> kSche
   at(Event::pool) = {bits(F::ev, F::t, F::dev, F::allocated, F::reserved, F::cached_free,
                           F::largest_free, F::free_blocks, F::inactive_split),
                      0};
-  at(Event::mark) = {bits(F::ev, F::t, F::tid, F::name, F::kind), 0};
+  // A graph launch's mark names its executable graph (README, "Additions to
+  // the trace format"), as do the graph events.
+  at(Event::mark) = {bits(F::ev, F::t, F::tid, F::name, F::kind), bits(F::exec)};
   at(Event::error) = {bits(F::ev, F::t, F::tid, F::api, F::ptr, F::what, F::stack), 0};
   at(Event::end) = {bits(F::ev, F::t, F::reason, F::live, F::live_bytes, F::dropped), 0};
+  at(Event::graph_alloc) = {bits(F::ev, F::t, F::tid, F::api, F::dev, F::graph, F::ptr, F::size, F::stack), 0};
+  at(Event::graph_exec) = {bits(F::ev, F::t, F::tid, F::api, F::graph, F::exec), bits(F::stack)};
+  at(Event::graph_destroy) = {bits(F::ev, F::t, F::tid, F::api), bits(F::graph, F::exec)};
+  at(Event::graph_mem) = {bits(F::ev, F::t, F::api, F::dev, F::used, F::reserved), 0};
   return s;
 }();
 
@@ -246,6 +254,7 @@ constexpr auto kUintMembers = [] {
   at(Field::live) = &TraceEvent::live;
   at(Field::live_bytes) = &TraceEvent::live_bytes;
   at(Field::dropped) = &TraceEvent::dropped;
+  at(Field::used) = &TraceEvent::used;
   return m;
 }();
 constexpr FieldMask kStringMemberFields = bits(Field::format, Field::host, Field::exe, Field::pool, Field::name,
@@ -254,7 +263,7 @@ constexpr FieldMask kUintMemberFields =
     bits(Field::start_unix_ns, Field::t, Field::tid, Field::total, Field::id, Field::size, Field::stack,
          Field::allocated, Field::reserved, Field::cached_free, Field::largest_free, Field::device_free,
          Field::device_total, Field::free_blocks, Field::inactive_split, Field::live, Field::live_bytes,
-         Field::dropped);
+         Field::dropped, Field::used);
 
 // Per-line decoding state: which fields were seen, which had the wrong type.
 struct LineState {
@@ -284,6 +293,8 @@ struct LineState {
           case Field::ptr: out.ptr = 0; break;
           case Field::block: out.block.reset(); break;
           case Field::stream: out.stream.reset(); break;
+          case Field::graph: out.graph = 0; break;
+          case Field::exec: out.exec = 0; break;
           case Field::version: out.version = 0; break;
           case Field::pid: out.pid = 0; break;
           case Field::ppid: out.ppid = 0; break;
@@ -349,8 +360,7 @@ struct LineState {
       case ValueKind::hex: {
         std::uint64_t value = 0;
         if (v.type != Scalar::Type::string || !parse_hex(v.text, value)) return set_wrong(f);
-        if (f == Field::ptr) out.ptr = value;
-        else out.stream = value;
+        store_hex(f, value);
         return;
       }
       case ValueKind::complex:
@@ -366,8 +376,16 @@ struct LineState {
     if (kFields[static_cast<std::size_t>(f)].kind == ValueKind::string) return store_string(f, text, padded);
     std::uint64_t value = 0;
     if (!parse_hex(text, value)) return set_wrong(f);
-    if (f == Field::ptr) out.ptr = value;
-    else out.stream = value;
+    store_hex(f, value);
+  }
+
+  void store_hex(Field f, std::uint64_t value) {
+    switch (f) {
+      case Field::ptr: out.ptr = value; break;
+      case Field::graph: out.graph = value; break;
+      case Field::exec: out.exec = value; break;
+      default: out.stream = value; break;
+    }
   }
 
   // The text of a string value, as it would be without escapes, when it
@@ -381,8 +399,7 @@ struct LineState {
       case Field::stream: {
         std::uint64_t value = 0;
         if (!parse_hex_padded(text, value)) return false;
-        if (f == Field::ptr) out.ptr = value;
-        else out.stream = value;
+        store_hex(f, value);
         break;
       }
       case Field::ev:

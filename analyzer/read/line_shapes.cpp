@@ -268,7 +268,7 @@ void LineShapes::choose_store(Slot& slot) {
   } else if (kind == ValueKind::string && f != Field::kind && (kStringMemberFields & bit(f))) {
     slot.how = Store::string_member;
     slot.string_member = kStringMembers[i];
-  } else if (kind == ValueKind::hex) {
+  } else if (f == Field::ptr || f == Field::stream) {  // graph and exec: general
     slot.how = f == Field::stream ? Store::stream : Store::hex;
   } else if (f == Field::kind) {
     slot.how = Store::memory_kind;

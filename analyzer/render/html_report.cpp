@@ -32,6 +32,7 @@ constexpr const char* kAllocatedArea = "#a9c8f5";
 constexpr const char* kAllocatedLine = "#1f5fbf";
 constexpr const char* kPeakLine = "#cf222e";
 constexpr const char* kUnusedLine = "#7b4fc9";
+constexpr const char* kGraphLine = "#2e8b57";
 constexpr const char* kScatteredDots = "#e07b00";
 
 constexpr std::string_view kStyle =
@@ -234,6 +235,9 @@ void render_memory(std::string& out, const Json& report, const TimelineCollector
     ChartLine reserved_line{ChartLine::Style::line, kReservedLine, "reserved", {}};
     ChartLine allocated_line{ChartLine::Style::line, kAllocatedLine, "allocated", {}};
     ChartLine peak_line{ChartLine::Style::dashed, kPeakLine, "peak allocated so far", {}};
+    // Part of reserved: the driver's CUDA graph memory, drawn only where the
+    // device reported some (graph_mem).
+    ChartLine graph_line{ChartLine::Style::line, kGraphLine, "graph memory (in reserved)", {}};
     double y_max = 0;
     double peak_so_far = 0;
     ChartHighlight highlight;
@@ -247,6 +251,7 @@ void render_memory(std::string& out, const Json& report, const TimelineCollector
         highlight = ChartHighlight{s.t, a, ""};
       }
       peak_line.points.push_back({s.t, peak_so_far});
+      if (s.graph_reserved) graph_line.points.push_back({s.t, static_cast<double>(*s.graph_reserved)});
       y_max = std::max({y_max, a, r});
     }
     reserved_line.points = reserved_area.points;
@@ -257,6 +262,7 @@ void render_memory(std::string& out, const Json& report, const TimelineCollector
     chart.t_end = t_end;
     chart.y_max = y_max;
     chart.lines = {reserved_area, allocated_area, reserved_line, allocated_line, peak_line};
+    if (!graph_line.points.empty()) chart.lines.push_back(graph_line);
     chart.markers = chart_markers(report, timeline, dev);
     if (highlight.value > 0) chart.highlight = highlight;
     out += "<h3>" + html(device_heading(report, dev)) + "</h3>";

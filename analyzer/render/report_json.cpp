@@ -1,6 +1,7 @@
 #include "cumemtrace/analyzer/report.h"
 #include "analyze/report_figures.h"
 #include "analyze/site_labels.h"
+#include "render/report_graphs.h"
 
 namespace cumemtrace::analyzer {
 
@@ -281,6 +282,8 @@ Json render_json_report(const TraceReader& reader, const Analysis& analysis, con
                           {"omitted", phases.omitted_records()},
                           {"ungrouped", phases.ungrouped()}};
   j["fragmentation"] = fragmentation_json(analysis);
+  // Only when the trace has graph events: reports of other traces keep their shape.
+  if (analysis.graphs().any()) j["graphs"] = detail::graphs_json(analysis, labels);
   j["oom_events"] = oom_events_json(reader, analysis, labels);
 
   j["truncated"] = stats.truncated;
@@ -298,6 +301,11 @@ Json render_json_report(const TraceReader& reader, const Analysis& analysis, con
   j["lines"] = stats.lines;
   Json events = Json::object();
   for (std::size_t i = 0; i < stats.events_by_kind.size(); ++i) {
+    // Graph events (later additions) only when present: other reports keep their shape.
+    if (i >= static_cast<std::size_t>(format::Event::graph_alloc) && i < static_cast<std::size_t>(format::Event::unknown) &&
+        stats.events_by_kind[i] == 0) {
+      continue;
+    }
     events[std::string(format::name(static_cast<format::Event>(i)))] = stats.events_by_kind[i];
   }
   j["events"] = std::move(events);

@@ -5,6 +5,7 @@
 #include "cumemtrace/analyzer/units.h"
 #include "analyze/report_figures.h"
 #include "analyze/stack_folding.h"
+#include "render/report_graphs.h"
 #include "render/report_text_sections.h"
 
 namespace cumemtrace::analyzer {
@@ -208,6 +209,7 @@ std::string render_text_report(const TraceReader& reader, const Analysis& analys
   write_leaks(out, analysis, labels, options);
   detail::write_phases(out, analysis, options);
   detail::write_fragmentation(out, analysis);
+  detail::write_graphs(out, analysis, labels);
   detail::write_ooms(out, reader, analysis, labels, options);
   detail::write_errors(out, analysis);
 

@@ -285,7 +285,11 @@ void write_fragmentation(std::ostringstream& out, const Analysis& analysis) {
   if (total.reserved.peak > 0) {
     out << "  at reserved peak:      " << percent(fragmentation_at_peak_reserved(total)) << " of "
         << format_bytes(total.reserved.peak) << " reserved was unused (at most "
-        << format_bytes(total.allocated_at_reserved_peak) << " allocated while reserved stood at its peak)\n";
+        << format_bytes(total.allocated_at_reserved_peak) << " allocated while reserved stood at its peak";
+    if (total.graph_at_reserved_peak > 0) {
+      out << "; its " << format_bytes(total.graph_at_reserved_peak) << " of CUDA graph memory is not counted";
+    }
+    out << ")\n";
   }
   out << "  reserved unused:       ";
   if (worst.reserved_unused.seen) {

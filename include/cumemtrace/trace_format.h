@@ -24,6 +24,13 @@ enum class Event : std::uint8_t {
   mark,
   error,
   end,
+  // Graph memory (README, "Additions to the trace format"): a memory node's
+  // virtual allocation, an executable graph made from a graph, a graph or
+  // executable graph destroyed, the device's graph memory pool.
+  graph_alloc,
+  graph_exec,
+  graph_destroy,
+  graph_mem,
   unknown,  // an `ev` this reader does not know: skipped, never an error
 };
 
@@ -51,6 +58,10 @@ constexpr std::string_view name(Event e) {
     case Event::mark: return "mark";
     case Event::error: return "error";
     case Event::end: return "end";
+    case Event::graph_alloc: return "graph_alloc";
+    case Event::graph_exec: return "graph_exec";
+    case Event::graph_destroy: return "graph_destroy";
+    case Event::graph_mem: return "graph_mem";
     case Event::unknown: break;
   }
   return "unknown";
@@ -59,7 +70,8 @@ constexpr std::string_view name(Event e) {
 constexpr Event parse_event(std::string_view s) {
   for (auto e : {Event::header, Event::device, Event::stack, Event::alloc, Event::free,
                  Event::segment_alloc, Event::segment_free, Event::oom, Event::pool,
-                 Event::mark, Event::error, Event::end}) {
+                 Event::mark, Event::error, Event::end, Event::graph_alloc, Event::graph_exec,
+                 Event::graph_destroy, Event::graph_mem}) {
     if (name(e) == s) return e;
   }
   return Event::unknown;

@@ -82,7 +82,7 @@ void* cumemtrace::preload::wrap_entry_point(const char* symbol, int version, std
   if (!could_be_cuda(symbol) || inside_cumemtrace(real)) return real;
   const bool per_thread = (flags & CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM) != 0;
   for (auto table : {driver_symbols(), entry_point_symbols(), allocation_query_symbols(), stream_symbols(),
-                     capture_symbols(), mempool_symbols()}) {
+                     capture_symbols(), graph_symbols(), mempool_symbols()}) {
     if (const InterceptedSymbol* s = select_abi(table, symbol, version, per_thread)) {
       return s->substitute(real);
     }
@@ -94,7 +94,7 @@ void* cumemtrace::preload::wrap_symbol(const char* name, void* real) {
   if (!real || !name || !could_be_cuda(name) || inside_cumemtrace(real)) return real;
   for (auto table :
        {driver_symbols(), entry_point_symbols(), runtime_symbols(), allocation_query_symbols(), stream_symbols(),
-        capture_symbols(), mempool_symbols()}) {
+        capture_symbols(), graph_symbols(), mempool_symbols()}) {
     for (const InterceptedSymbol& s : table) {
       if (std::strcmp(s.symbol, name) == 0) return s.substitute(real);
     }

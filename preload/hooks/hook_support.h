@@ -127,6 +127,10 @@ inline std::optional<std::uintptr_t> stream_handle(const void* stream, bool per_
 // Internal: record, never throwing into the host program.
 void note_allocation(const AllocRequest& request, std::uintptr_t ptr, std::size_t size) noexcept;
 FreeOutcome note_free(const FreeFacts& facts) noexcept;
+// A stream-ordered request that succeeded while some capture is in
+// progress: if its stream captures, it made a memory node of the capture's
+// graph, recorded as graph memory (true); else false (hooks/graphs.cpp).
+bool note_graph_node(const AllocRequest& request, std::uintptr_t ptr, std::size_t size) noexcept;
 
 // Whether CUMEMTRACE_POOL is `caching`.
 bool caching_pool() noexcept;
@@ -233,7 +237,12 @@ Result allocate(const AllocRequest& request, Out* out, Upstream&& upstream) {
   Obtained<Result> got = upstream(request.size);
   if (got.rc != Result{} && retry_outside_pool(request, got.rc)) got = upstream(request.size);
   if (record && got.rc == Result{} && got.ptr != 0) {
-    note_allocation(request, got.ptr, got.size != 0 ? got.size : request.size);
+    const std::size_t size = got.size != 0 ? got.size : request.size;
+    // One relaxed load while nothing captures (hooks/capture.h).
+    if (g_active_captures.load(std::memory_order_relaxed) == 0 || !request.stream ||
+        !note_graph_node(request, got.ptr, size)) {
+      note_allocation(request, got.ptr, size);
+    }
   } else if (record && got.rc != Result{} && request.kind != format::MemoryKind::host_pinned && caching_pool() &&
              static_cast<int>(got.rc) == 2) {
     // cudaErrorMemoryAllocation and CUDA_ERROR_OUT_OF_MEMORY are both 2.

@@ -46,6 +46,8 @@ std::span<const InterceptedSymbol> runtime_symbols();     // hooks/runtime.cpp
 std::span<const InterceptedSymbol> stream_symbols();      // hooks/streams.cpp
 // Stream capture, so the pool never serves a capture-time request (hooks/capture.h).
 std::span<const InterceptedSymbol> capture_symbols();     // hooks/capture.cpp
+// Graph instantiation, launch, destruction, memory nodes: graph memory.
+std::span<const InterceptedSymbol> graph_symbols();       // hooks/graphs.cpp
 // Memory-pool attributes as the program reads them (pool/glue/mempool_view.h).
 std::span<const InterceptedSymbol> mempool_symbols();     // hooks/mempools.cpp
 // IPC handles, address ranges, pointer attributes (driver and runtime rows).

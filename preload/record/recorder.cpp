@@ -218,10 +218,12 @@ FreeOutcome Recorder::on_free(const FreeFacts& f) {
       emit_free(f.api, f.ptr, taken.allocation, f.stream);
       break;
     case FreeOutcome::unknown_pointer:
-      on_error(f.api, f.ptr, "unknown_pointer");
-      break;
     case FreeOutcome::double_free:
-      on_error(f.api, f.ptr, "double_free");
+      // A memory node's address (perhaps one the program freed before): the
+      // captured free (a free node), or the program freeing what a launch
+      // left it. Graph memory, not a misuse.
+      if (is_graph_address(f.ptr)) return FreeOutcome::recorded;
+      on_error(f.api, f.ptr, outcome == FreeOutcome::double_free ? "double_free" : "unknown_pointer");
       break;
     case FreeOutcome::other_kind:
       break;
@@ -333,6 +335,72 @@ void Recorder::on_mark(format::MarkKind kind, std::string_view name) {
   if (inert_.load(std::memory_order_relaxed) || !ensure_trace_open()) return;
   LineBuffer body;
   body.field_i("tid", thread_id()).field_str("name", name).field_plain("kind", format::name(kind));
+  writer_.emit(format::name(format::Event::mark), body);
+}
+
+void Recorder::on_graph_alloc(const char* api, int dev, std::uintptr_t graph, std::uintptr_t ptr,
+                              std::size_t size) {
+  if (inert_.load(std::memory_order_relaxed)) return;
+  {
+    std::lock_guard<std::mutex> lk(graph_mutex_);
+    graph_addresses_[ptr] = graph;
+  }
+  if (!ensure_trace_open()) return;
+  describe_device_once(dev);
+  LineBuffer body;
+  body.field_i("tid", thread_id())
+      .field_plain("api", api)
+      .field_i("dev", dev)
+      .field_hex("graph", graph)
+      .field_hex("ptr", ptr)
+      .field("size", size);
+  append_stack(body);
+  writer_.emit(format::name(format::Event::graph_alloc), body);
+}
+
+bool Recorder::is_graph_address(std::uintptr_t ptr) {
+  std::lock_guard<std::mutex> lk(graph_mutex_);
+  return graph_addresses_.count(ptr) != 0;
+}
+
+void Recorder::on_graph_exec(const char* api, std::uintptr_t graph, std::uintptr_t exec) {
+  if (inert_.load(std::memory_order_relaxed) || !ensure_trace_open()) return;
+  LineBuffer body;
+  body.field_i("tid", thread_id()).field_plain("api", api).field_hex("graph", graph).field_hex("exec", exec);
+  append_stack(body);
+  writer_.emit(format::name(format::Event::graph_exec), body);
+}
+
+void Recorder::on_graph_destroy(const char* api, std::uintptr_t graph, std::uintptr_t exec) {
+  if (inert_.load(std::memory_order_relaxed)) return;
+  if (graph != 0) {
+    // The driver may hand the handle, and the nodes' addresses, out again.
+    std::lock_guard<std::mutex> lk(graph_mutex_);
+    std::erase_if(graph_addresses_, [graph](const auto& entry) { return entry.second == graph; });
+  }
+  if (!ensure_trace_open()) return;
+  LineBuffer body;
+  body.field_i("tid", thread_id()).field_plain("api", api);
+  if (graph != 0) body.field_hex("graph", graph);
+  if (exec != 0) body.field_hex("exec", exec);
+  writer_.emit(format::name(format::Event::graph_destroy), body);
+}
+
+void Recorder::on_graph_mem(const char* api, int dev, std::uint64_t used, std::uint64_t reserved) {
+  if (inert_.load(std::memory_order_relaxed) || !ensure_trace_open()) return;
+  describe_device_once(dev);
+  LineBuffer body;
+  body.field_plain("api", api).field_i("dev", dev).field("used", used).field("reserved", reserved);
+  writer_.emit(format::name(format::Event::graph_mem), body);
+}
+
+void Recorder::on_graph_launch(const char* api, std::uintptr_t exec) {
+  if (inert_.load(std::memory_order_relaxed) || !ensure_trace_open()) return;
+  LineBuffer body;
+  body.field_i("tid", thread_id())
+      .field_plain("name", api)
+      .field_plain("kind", format::name(format::MarkKind::instant))
+      .field_hex("exec", exec);
   writer_.emit(format::name(format::Event::mark), body);
 }
 

@@ -20,6 +20,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 
 #include "config/config.h"
 #include "cumemtrace/pool/pool_stats.h"
@@ -127,6 +128,29 @@ class Recorder {
   // A phase boundary from the marker API or NVTX (`name` is any text).
   void on_mark(format::MarkKind kind, std::string_view name);
 
+  // ---- graph memory (README, "Additions to the
+  // trace format") --------------------------------------------------------
+
+  // A memory node of `graph` got its virtual range [ptr, ptr+size): a
+  // stream-ordered allocation captured into the graph, or
+  // cuGraphAddMemAllocNode. A `graph_alloc` line with the calling stack
+  // (the capture's); not in the live table: the graph, not the program,
+  // owns it, and its pages are the device's graph memory (graph_mem).
+  void on_graph_alloc(const char* api, int dev, std::uintptr_t graph, std::uintptr_t ptr, std::size_t size);
+  // Whether `ptr` is a memory node's address: a free of it (the captured
+  // cudaFreeAsync, or the program's free of memory a launch left it) is
+  // neither a free of ours nor a misuse.
+  bool is_graph_address(std::uintptr_t ptr);
+  // cuGraphInstantiate*: `exec` was made from `graph`.
+  void on_graph_exec(const char* api, std::uintptr_t graph, std::uintptr_t exec);
+  // cuGraphDestroy (graph != 0; its memory nodes' addresses are forgotten)
+  // or cuGraphExecDestroy (exec != 0).
+  void on_graph_destroy(const char* api, std::uintptr_t graph, std::uintptr_t exec);
+  // The device's graph memory after `api` (only when it changed: hooks/graphs.cpp).
+  void on_graph_mem(const char* api, int dev, std::uint64_t used, std::uint64_t reserved);
+  // cuGraphLaunch: an instant `mark` named `api` with the executable graph.
+  void on_graph_launch(const char* api, std::uintptr_t exec);
+
   // ---- lifecycle -----------------------------------------------------------
 
   // Process exit: writes `end` (reason exit, or signal when the program exits
@@ -203,6 +227,10 @@ class Recorder {
   std::once_flag open_once_;
   std::atomic<bool> open_failed_{false};
   std::mutex device_mutex_;
+  // Memory nodes' addresses → their graph (cold: capture and graph
+  // construction only).
+  std::mutex graph_mutex_;
+  std::unordered_map<std::uintptr_t, std::uintptr_t> graph_addresses_;
   std::atomic<bool> device_described_[kMaxDevices] = {};
 };
 

@@ -63,3 +63,13 @@ foreach(_mode caching passthrough)
   set_tests_properties(graph_capture.${_mode} PROPERTIES ENVIRONMENT
     "LD_LIBRARY_PATH=${SIMCUDA_LIBRARY_DIR};LD_PRELOAD=$<TARGET_FILE:cumemtrace_preload>;CUMEMTRACE_POOL=${_mode};CUMEMTRACE_OUTPUT=${CMAKE_CURRENT_BINARY_DIR}/graph_capture.${_mode}.trace")
 endforeach()
+
+# The trace of graph_capture has its graph memory (issue 31): checked
+# against what the program did, under both pools.
+foreach(pool caching passthrough)
+  add_test(NAME graph_capture.trace_${pool} COMMAND ${CMAKE_COMMAND}
+    -DAPP=$<TARGET_FILE:graph_capture> -DCUMEMTRACE=$<TARGET_FILE:cumemtrace>
+    -DPRELOAD=$<TARGET_FILE:cumemtrace_preload> -DSIM_DIR=${SIMCUDA_LIBRARY_DIR} -DPOOL=${pool}
+    -DOUT=${CMAKE_CURRENT_BINARY_DIR}/graph_capture.${pool}.jsonl
+    -P ${CMAKE_CURRENT_SOURCE_DIR}/check_graph_trace.cmake)
+endforeach()

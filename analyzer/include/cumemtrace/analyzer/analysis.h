@@ -26,6 +26,7 @@
 #include "cumemtrace/address_map.h"
 #include "cumemtrace/analyzer/call_sites.h"
 #include "cumemtrace/analyzer/fragmentation.h"
+#include "cumemtrace/analyzer/graphs.h"
 #include "cumemtrace/analyzer/growth.h"
 #include "cumemtrace/analyzer/oom.h"
 #include "cumemtrace/analyzer/phases.h"
@@ -83,6 +84,9 @@ struct MemoryTotals {
   // The most allocated while reserved stood at its peak: the peak's
   // fragmentation is 1 - this / reserved.peak.
   std::uint64_t allocated_at_reserved_peak = 0;
+  // The CUDA graph memory (graph_mem) in reserved at its peak: the driver's
+  // graph pool, not the allocator's cache, so fragmentation leaves it out.
+  std::uint64_t graph_at_reserved_peak = 0;
   // Live allocations that carry `block`: their requested and block sizes.
   std::uint64_t live_requested = 0;
   std::uint64_t live_blocks = 0;
@@ -200,6 +204,8 @@ class Analysis {
   // Iterations and growth leaks as of now (computed on each call).
   GrowthResult growth() const { return growth_.result(); }
   const FragmentationTracker& fragmentation() const { return fragmentation_; }
+  // CUDA graphs and the device's graph memory (counted in reserved).
+  const GraphTracker& graphs() const { return graphs_; }
   // The `oom` events (the first kMaxOomRecords; total().ooms counts all).
   const std::vector<OomRecord>& oom_records() const { return oom_records_; }
 
@@ -237,6 +243,7 @@ class Analysis {
   void on_pool(const TraceEvent& e);
   void on_oom(const TraceEvent& e);
   void on_error(const TraceEvent& e);
+  void on_graph_memory(const TraceEvent& e);
   void release(const LiveAllocation& a, DeviceInfo& d);  // `a` (on device `d`) stops being live
   void note_peak_phase(PeakPhase& phase, std::uint64_t tid) const;
 
@@ -255,6 +262,7 @@ class Analysis {
   SiteTable sites_;
   PhaseTracker phases_;
   GrowthTracker growth_;
+  GraphTracker graphs_;
   FragmentationTracker fragmentation_;
   std::vector<OomRecord> oom_records_;
 };

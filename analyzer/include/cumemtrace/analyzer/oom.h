@@ -24,6 +24,9 @@ struct OomRecord {
   std::uint64_t largest_free = 0;
   std::uint64_t device_free = 0;
   std::uint64_t device_total = 0;
+  // CUDA graph memory the driver held on the device then (graph_mem):
+  // outside the pool's `reserved`, so it is named when it fills the device.
+  std::uint64_t graph_reserved = 0;
   std::string cause;  // as written in the trace ("fragmentation", "capacity", or other)
   std::uint64_t stack = 0;
   std::string phase;  // the mark range open then ("" when none)

@@ -48,6 +48,12 @@ struct TimelineSample {
   int dev = 0;
   std::uint64_t allocated = 0;
   std::uint64_t reserved = 0;
+  // The driver's graph memory pool on `dev` (graph_mem), a part of
+  // `reserved`; empty until the device reports graph memory, so traces
+  // without CUDA graphs keep their timelines as they were. Resampled, it is
+  // read at the moments kept for allocated and reserved, so a short graph
+  // memory peak that is not also a reserved peak may not show.
+  std::optional<std::uint64_t> graph_reserved;
   bool operator==(const TimelineSample&) const = default;
 };
 
@@ -156,6 +162,7 @@ class TimelineCollector {
     const MemoryTotals* totals = nullptr;  // inside Analysis::devices(): map nodes never move
     std::uint64_t allocated = 0;            // as last recorded
     std::uint64_t reserved = 0;
+    std::optional<std::uint64_t> graph_reserved;
     TimelineSample last;  // the latest state, for the end of a resampled series
     bool changed = false;  // its memory changed at least once
     std::vector<SampleBucket> buckets;
@@ -164,7 +171,7 @@ class TimelineCollector {
 
   Device& device(int dev);
   void track_new_devices(const Analysis& analysis);
-  void record_changes(std::uint64_t t);
+  void record_changes(std::uint64_t t, const GraphTracker& graphs);
   void record_pool(const CacheSample& sample);
   std::size_t bucket_index(std::uint64_t t);
   void widen_buckets();

@@ -107,6 +107,11 @@ struct TraceEvent {
   std::uint64_t inactive_split = 0;
   std::string_view cause;  // oom: "fragmentation" or "capacity"
 
+  // graph_alloc, graph_exec, graph_destroy, graph_mem; a graph launch's mark
+  std::uint64_t graph = 0;  // 0: absent
+  std::uint64_t exec = 0;   // 0: absent
+  std::uint64_t used = 0;   // graph_mem (its `reserved` is above)
+
   // error
   std::string_view what;
 

@@ -7,6 +7,10 @@ set(CUMEMTRACE_CHARTS_CASES
   "normal_leak.timeline.csv|../traces|normal_leak.jsonl|timeline"
   "truncated.timeline.csv|../traces|truncated.jsonl|timeline"
   "two_devices.timeline_4.json|../traces|two_devices.jsonl|timeline|--format|json|--points|4"
+  # CUDA graph memory: its own series (graph rows, graph_reserved, a counter track).
+  "graph_memory.timeline.csv|../traces|graph_memory.jsonl|timeline"
+  "graph_memory.timeline.json|../traces|graph_memory.jsonl|timeline|--format|json"
+  "graph_memory.perfetto.json|../traces|graph_memory.jsonl|export|--format|perfetto"
   "charts_caching_oom.timeline.csv|traces|charts_caching_oom.jsonl|timeline|--format|csv"
   "charts_caching_oom.timeline.json|traces|charts_caching_oom.jsonl|timeline|--format|json"
   "charts_caching_oom.timeline_3.csv|traces|charts_caching_oom.jsonl|timeline|--points|3"

@@ -1,4 +1,5 @@
-// Out-of-memory sentences: fragmentation, capacity, a shared device; the
+// Out-of-memory sentences: fragmentation, capacity, a shared device, graph
+// memory; the
 // cause when the trace does not give one; OOM records keep their phase.
 #include <gtest/gtest.h>
 
@@ -87,6 +88,32 @@ TEST(OomSentence, CapacityOnASharedDeviceSaysWhoHoldsTheMemory) {
             "(nvidia-smi lists them) or run on another device");
 }
 
+// The same device, but what the pool does not hold is the driver's CUDA
+// graph memory (graph_mem): that is named, not other processes.
+TEST(OomSentence, CapacityHeldByGraphMemoryNamesTheGraphs) {
+  constexpr std::uint64_t kGiB = std::uint64_t{1} << 30;
+  OomRecord o;
+  o.t = 1000000000;
+  o.dev = 1;
+  o.size = 20 * kGiB;
+  o.allocated = 9 * kGiB;
+  o.reserved = 10 * kGiB;
+  o.cached_free = 1 * kGiB;
+  o.largest_free = 1 * kGiB;
+  o.device_free = 5 * kGiB;
+  o.device_total = 80 * kGiB;
+  o.graph_reserved = 60 * kGiB;
+  o.cause = "capacity";
+  EXPECT_EQ(explain_oom(o, OomAdviceContext{true, true}),
+            "needed 20.00 GiB on device 1 at 1.000000 s; 9.00 GiB was allocated and only 6.00 GiB was free in "
+            "total (1.00 GiB cached, 5.00 GiB on the device); 60.00 GiB of the device's 80.00 GiB was CUDA graph "
+            "memory (the memory nodes of instantiated graphs): capacity, graph memory holds the device — destroy "
+            "the graph executables you no longer launch, then cudaDeviceGraphMemTrim() returns their memory");
+  o.graph_reserved = 4 * kGiB;  // a small part: the device is still shared with others
+  EXPECT_NE(explain_oom(o, OomAdviceContext{true, true}).find("61.00 GiB of the device's 80.00 GiB was held outside"),
+            std::string::npos);
+}
+
 TEST(OomCause, ComputedWhenTheTraceGivesNone) {
   OomRecord o;
   o.size = 100;
@@ -125,7 +152,17 @@ TEST(OomRecords, KeepTheirFiguresAndPhase) {
   EXPECT_EQ(analysis.total().ooms, 1u);
   EXPECT_EQ(analysis.fragmentation().samples(), 1u);
   EXPECT_EQ(analysis.fragmentation().worst().cached_free_scattered.bytes, 1536u);
-  for (int i = 0; i < 200; ++i) analysis.consume(e);
+  EXPECT_EQ(o.graph_reserved, 0u);
+  TraceEvent graph_mem;  // the driver's graph memory on device 0, then the same OOM
+  graph_mem.ev = format::Event::graph_mem;
+  graph_mem.t = 3;
+  graph_mem.dev = 0;
+  graph_mem.used = 4096;
+  graph_mem.reserved = 8192;
+  analysis.consume(graph_mem);
+  analysis.consume(e);
+  EXPECT_EQ(analysis.oom_records().back().graph_reserved, 8192u);
+  for (int i = 0; i < 199; ++i) analysis.consume(e);
   EXPECT_EQ(analysis.oom_records().size(), Analysis::kMaxOomRecords);
   EXPECT_EQ(analysis.total().ooms, 201u);
 }
