@@ -266,6 +266,15 @@ Result allocate(const AllocRequest& request, Upstream&& upstream) {
 template <typename Result, typename Upstream>
 Result release_recorded(bool record, const FreeFacts& facts, Upstream&& upstream) {
   if (!record || facts.ptr == 0) return upstream();
+  // A free captured into a graph frees nothing now, and CUDA refuses one of
+  // memory the graph did not allocate (cuMemFreeAsync: during capture it
+  // "must ... be passed the address of a graph allocation"), which leaves
+  // that memory the program's: recorded only once CUDA accepted it.
+  if (facts.stream && capture_diverts(facts.stream)) {
+    const Result rc = upstream();
+    if (rc == Result{}) note_free(facts);
+    return rc;
+  }
   const FreeOutcome outcome = note_free(facts);
   const Result rc = upstream();
   if (outcome == FreeOutcome::other_kind && rc == Result{}) {

@@ -109,7 +109,7 @@ TEST(Timeline, ExactModeSendsEveryChangeInTraceOrder) {
   feed.oom(45, 5000);
   feed.free(50, 0x1000, 300);
   const std::vector<TimelineSample> expected{
-      {10, 0, 0, 1000}, {20, 0, 300, 1000}, {30, 1, 200, 0}, {50, 0, 0, 1000}};
+      {10, 0, 0, 1000, {}}, {20, 0, 300, 1000, {}}, {30, 1, 200, 0, {}}, {50, 0, 0, 1000, {}}};
   EXPECT_EQ(sink.samples, expected);
   EXPECT_EQ(sink.order, "mstep;o45;");
   ASSERT_EQ(timeline.ooms().size(), 1u);
@@ -126,7 +126,7 @@ TEST(Timeline, FreeOnAnotherDeviceIsAccountedWhereTheAllocationWas) {
   feed.alloc(10, 0x1000, 300, 1);
   feed.free(20, 0x1000, 300, 0);  // the event says device 0; the allocation was on 1
   ASSERT_EQ(sink.samples.size(), 2u);
-  EXPECT_EQ(sink.samples[1], (TimelineSample{20, 1, 0, 0}));
+  EXPECT_EQ(sink.samples[1], (TimelineSample{20, 1, 0, 0, {}}));
 }
 
 // A random walk of allocations on two devices with segments, over a long
