@@ -228,8 +228,9 @@ struct ReplayTraceBuilder::State {
   std::vector<std::pair<std::string, std::vector<std::size_t>>> marks;
 
   void mark(const TraceEvent& e) {
-    // A range's end (`pop`) begins nothing, as for the growth report.
-    if (over_limit || (e.kind != "push" && e.kind != "instant")) return;
+    // A range's end (`pop`) begins nothing, as for the growth report; nor
+    // does a CUDA graph launch (a mark naming its executable graph).
+    if (over_limit || (e.kind != "push" && e.kind != "instant") || e.exec != 0) return;
     std::string folded = fold_numbers(e.name);
     for (auto& [name, at] : marks) {
       if (name == folded) {

@@ -63,6 +63,12 @@ class TraceText {
     lines_.push_back(R"({"ev":"mark","t":)" + tick() + R"(,"tid":1,"name":")" + name + R"(","kind":")" + kind + R"("})");
     return *this;
   }
+  // A CUDA graph launch: an instant mark that names its executable graph.
+  TraceText& launch(std::uint64_t exec) {
+    lines_.push_back(R"({"ev":"mark","t":)" + tick() + R"(,"tid":1,"name":"cuGraphLaunch","kind":"instant","exec":")" +
+                     hex(exec) + R"("})");
+    return *this;
+  }
   std::string text() const { return join_lines(lines_) + end_line(t_ + 1) + "\n"; }
   // Writes the trace and loads it for replay.
   ReplayTrace load(const TempDir& dir, const std::string& name = "t.jsonl") const {
