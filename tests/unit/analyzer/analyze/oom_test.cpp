@@ -68,8 +68,11 @@ TEST(OomSentence, CapacitySaysTheProgramNeedsMoreThanTheDeviceHas) {
             "no longer need, or spread the work over more devices");
 }
 
-TEST(OomSentence, CapacityOnASharedDeviceSaysWhoHoldsTheMemory) {
-  constexpr std::uint64_t kGiB = std::uint64_t{1} << 30;
+constexpr std::uint64_t kGiB = std::uint64_t{1} << 30;
+
+// A 20 GiB request on an 80 GiB device of which the pool holds 10 GiB and
+// 5 GiB is free: 65 GiB is held by something other than the pool.
+OomRecord capacity_failure_on_a_full_device() {
   OomRecord o;
   o.t = 1000000000;
   o.dev = 1;
@@ -80,6 +83,11 @@ TEST(OomSentence, CapacityOnASharedDeviceSaysWhoHoldsTheMemory) {
   o.largest_free = 1 * kGiB;
   o.device_free = 5 * kGiB;
   o.device_total = 80 * kGiB;
+  return o;
+}
+
+TEST(OomSentence, CapacityOnASharedDeviceSaysWhoHoldsTheMemory) {
+  OomRecord o = capacity_failure_on_a_full_device();
   o.cause = "capacity";
   EXPECT_EQ(explain_oom(o, OomAdviceContext{true, true}),
             "needed 20.00 GiB on device 1 at 1.000000 s; 9.00 GiB was allocated and only 6.00 GiB was free in "
@@ -91,17 +99,7 @@ TEST(OomSentence, CapacityOnASharedDeviceSaysWhoHoldsTheMemory) {
 // The same device, but what the pool does not hold is the driver's CUDA
 // graph memory (graph_mem): that is named, not other processes.
 TEST(OomSentence, CapacityHeldByGraphMemoryNamesTheGraphs) {
-  constexpr std::uint64_t kGiB = std::uint64_t{1} << 30;
-  OomRecord o;
-  o.t = 1000000000;
-  o.dev = 1;
-  o.size = 20 * kGiB;
-  o.allocated = 9 * kGiB;
-  o.reserved = 10 * kGiB;
-  o.cached_free = 1 * kGiB;
-  o.largest_free = 1 * kGiB;
-  o.device_free = 5 * kGiB;
-  o.device_total = 80 * kGiB;
+  OomRecord o = capacity_failure_on_a_full_device();
   o.graph_reserved = 60 * kGiB;
   o.cause = "capacity";
   EXPECT_EQ(explain_oom(o, OomAdviceContext{true, true}),
