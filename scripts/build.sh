@@ -2,7 +2,10 @@
 # Configures and builds cumemtrace (set-up first, when something is missing).
 #   scripts/build.sh [TARGET...]     default: everything
 # Environment: CUMEMTRACE_BUILD_DIR (default build/), CI=true turns warnings
-# into errors (and compiles the test executables with -g1).
+# into errors (and compiles with -g1: line tables and function names, enough
+# for every backtrace and symbolisation the tests check, and about 30% less
+# compile time than -g on the analyzer's template-heavy files, measured on
+# render/report_json.cpp: 11.4 s against 15.6 s).
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 build=${CUMEMTRACE_BUILD_DIR:-$root/build}
@@ -24,7 +27,8 @@ werror=OFF
 speed=()
 if [[ ${CI:-} == true ]]; then
   werror=ON
-  speed=("-DCUMEMTRACE_TEST_COMPILE_OPTIONS=-O1;-g1" -DCUMEMTRACE_CCACHE=OFF)
+  speed=("-DCUMEMTRACE_TEST_COMPILE_OPTIONS=-O1;-g1" -DCUMEMTRACE_CCACHE=OFF
+         "-DCMAKE_C_FLAGS_RELWITHDEBINFO=-O2 -g1 -DNDEBUG" "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O2 -g1 -DNDEBUG")
 fi
 if [[ ! -f $build/CMakeCache.txt ]] || [[ $werror == ON ]]; then
   cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \

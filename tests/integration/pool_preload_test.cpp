@@ -176,6 +176,17 @@ TEST_F(PoolPreload, PagesAreNotGivenBackWhileQueuedWorkMayTouchThem) {
   EXPECT_EQ(peak, std::uint64_t{110} << 20);
 }
 
+// The same, with the queued write on a non-blocking stream the program
+// destroyed before the pool made room: cuStreamDestroy returns while the
+// stream's work still runs, so the orderings must go on waiting for it.
+TEST_F(PoolPreload, PagesAreNotGivenBackWhileADestroyedStreamsWorkMayTouchThem) {
+  const EnvChanges slow = {{"SIMCUDA_ASYNC_LATENCY_US", "100000"}};
+  const auto r = traced("pool_destroyed_stream", slow);
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_EQ(r.out, "queued work ran\ndone\n");
+  EXPECT_EQ(check_pool_segments(trace()), "");
+}
+
 // Issue 30, item 4: what a program reads of the device's memory pool
 // (cudaMemPoolGetAttribute, PyTorch's memory_allocated() under
 // backend:cudaMallocAsync) is what it reads bare, although the pool serves

@@ -20,10 +20,12 @@ struct Calls {
   CUMEMTRACE_ORDER_FN(event_create, cuEventCreate);
   CUMEMTRACE_ORDER_FN(event_record, cuEventRecord);
   CUMEMTRACE_ORDER_FN(event_destroy, cuEventDestroy_v2);
+  CUMEMTRACE_ORDER_FN(event_query, cuEventQuery);
   CUMEMTRACE_ORDER_FN(stream_wait_event, cuStreamWaitEvent);
+  CUMEMTRACE_ORDER_FN(stream_synchronize, cuStreamSynchronize);
   bool loaded() {
     return ctx_get_device.get() && event_create.get() && event_record.get() && event_destroy.get() &&
-           stream_wait_event.get();
+           event_query.get() && stream_wait_event.get();
   }
 };
 #undef CUMEMTRACE_ORDER_FN
@@ -41,9 +43,22 @@ struct NonBlockingStream {
   CUevent event;  // recorded on it at each ordering; made at the first
 };
 
+// A destroyed non-blocking stream's last work: cuStreamDestroy returns at
+// once "in case the device is still doing work in the stream", which then
+// completes (CUDA Driver API, cuStreamDestroy), so until this event has
+// completed the orderings still put the legacy stream's next work after it.
+// Without it an ordering found the pages of a buffer whose last use was
+// queued on a destroyed stream idle, and the pool unmapped them under that
+// use (tests/apps/pool_destroyed_stream.cpp: an illegal address).
+struct RetiredStream {
+  CUevent last_work;
+  int dev;
+};
+
 struct Registry {
   std::mutex mu;
   std::vector<NonBlockingStream> streams;
+  std::vector<RetiredStream> retired;
   // The legacy stream's event of the newest ordering on each device (the
   // non-blocking streams wait for it); made at the first.
   CUevent newest[kMaxDevices] = {};
@@ -70,7 +85,8 @@ __attribute__((constructor)) void register_order_fork_handler() {
 bool single_device(const Registry& r, int dev) {
   if (r.pool_beyond_64 || dev < 0 || dev >= kMaxDevices) return false;
   if ((r.pool_devices & ~(std::uint64_t{1} << dev)) != 0) return false;
-  return std::all_of(r.streams.begin(), r.streams.end(), [dev](const NonBlockingStream& s) { return s.dev == dev; });
+  return std::all_of(r.streams.begin(), r.streams.end(), [dev](const NonBlockingStream& s) { return s.dev == dev; }) &&
+         std::all_of(r.retired.begin(), r.retired.end(), [dev](const RetiredStream& s) { return s.dev == dev; });
 }
 
 }  // namespace
@@ -103,9 +119,25 @@ void note_stream_destroyed(void* stream) {
   auto it = std::find_if(r.streams.begin(), r.streams.end(),
                          [stream](const NonBlockingStream& s) { return s.stream == stream; });
   if (it == r.streams.end()) return;
-  // An event still recorded may be destroyed: "resources ... released
-  // automatically when the device has completed the event" (cuEventDestroy).
-  if (it->event && calls().loaded()) calls().event_destroy.get()(it->event);
+  Calls& c = calls();
+  if (c.loaded()) {
+    // Called before the real cuStreamDestroy: the stream still takes work.
+    // Its last work is marked now for the orderings to come (RetiredStream);
+    // if that cannot be done, it is waited for here, once, which is what
+    // the real cudaFree of a buffer it used would have done anyway.
+    CUevent last = nullptr;
+    const auto stream_handle = static_cast<CUstream>(stream);
+    if (c.event_create.get()(&last, CU_EVENT_DISABLE_TIMING) == CUDA_SUCCESS &&
+        c.event_record.get()(last, stream_handle) == CUDA_SUCCESS) {
+      r.retired.push_back({last, it->dev});
+    } else {
+      if (last) c.event_destroy.get()(last);
+      if (auto sync = c.stream_synchronize.get()) sync(stream_handle);
+    }
+    // An event still recorded may be destroyed: "resources ... released
+    // automatically when the device has completed the event" (cuEventDestroy).
+    if (it->event) c.event_destroy.get()(it->event);
+  }
   r.streams.erase(it);
 }
 
@@ -139,6 +171,18 @@ bool order_device_work(int dev, void* /*primary: current here*/, void* fence) {
     if (!event_for(&s.event) || record(s.event, s.stream) != CUDA_SUCCESS ||
         wait(CU_STREAM_LEGACY, s.event, 0) != CUDA_SUCCESS)
       return false;
+  }
+  // ...and the work that destroyed ones still had, until it has completed.
+  for (std::size_t i = 0; i < r.retired.size();) {
+    // Done, or never to be (an error): no longer waited for.
+    if (c.event_query.get()(r.retired[i].last_work) != CUDA_ERROR_NOT_READY) {
+      c.event_destroy.get()(r.retired[i].last_work);
+      r.retired[i] = r.retired.back();
+      r.retired.pop_back();
+      continue;
+    }
+    if (wait(CU_STREAM_LEGACY, r.retired[i].last_work, 0) != CUDA_SUCCESS) return false;
+    ++i;
   }
   // ...which orders every blocking stream's too; the fence marks the point.
   if (record(static_cast<CUevent>(fence), CU_STREAM_LEGACY) != CUDA_SUCCESS) return false;

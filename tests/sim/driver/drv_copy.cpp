@@ -16,6 +16,8 @@
 // (current_ctx, drv_state.cpp). The check and the touch hold remap_lock()
 // shared, so no unmap, access change or IPC remap comes between them.
 #include <climits>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 
 #include "drv_graph.h"
@@ -66,6 +68,29 @@ struct Touches {
   }
 };
 
+// SIMCUDA_FAULT_LOG=1: each device fault names the range the operation
+// touched and what is at its start now, on stderr (off by default: tests
+// compare the program's stderr). A GPU's fault names no address to the
+// program either; this is for whoever debugs a pool that gave memory back
+// too early.
+void log_fault(const Touches& touches) {
+  static const bool enabled = [] {
+    const char* v = std::getenv("SIMCUDA_FAULT_LOG");
+    return v && *v && std::strcmp(v, "0") != 0;
+  }();
+  if (!enabled) return;
+  for (int k = 0; k < touches.count; ++k) {
+    const auto& r = touches.ranges[k];
+    const PtrInfo i = lookup_range(r.p, 0);
+    std::fprintf(stderr,
+                 "simcuda: device fault: %s [0x%zx, +%zu) on the device; at its start: %s (base 0x%zx, %zu bytes, "
+                 "range 0x%zx +%zu, vmm %d)\n",
+                 r.write ? "writes" : "reads", static_cast<std::size_t>(r.p), r.n,
+                 i.found ? "an allocation" : "nothing accessible", static_cast<std::size_t>(i.base), i.size,
+                 static_cast<std::size_t>(i.range_base), i.range_size, i.vmm ? 1 : 0);
+  }
+}
+
 // The work of an operation of ctx's stream: `touch` runs only if the memory
 // is still accessible when the operation runs; otherwise it is a device
 // fault of ctx (see the top of the file). One lookup per range per operation.
@@ -76,6 +101,7 @@ std::function<void()> on_device(Context* ctx, const Touches& touches, F touch) {
     if (touches.accessible()) {
       touch();
     } else {
+      log_fault(touches);
       raise_device_fault(ctx);
     }
   };
