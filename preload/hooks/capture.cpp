@@ -94,6 +94,19 @@ CUresult begin_capture_v1(CUresult (*real)(CUstream), CUstream stream) {
   return rc;
 }
 
+// CUDA 12.3: capture into a graph the program made. A capture sequence
+// like the others for the pool (its stream-ordered requests become the
+// graph's memory nodes), whose graph is the caller's.
+template <bool PerThread>
+CUresult begin_capture_to_graph(decltype(&::cuStreamBeginCaptureToGraph) real, CUstream stream, CUgraph graph,
+                                const CUgraphNode* deps, const CUgraphEdgeData* edges, size_t n,
+                                CUstreamCaptureMode mode) {
+  if (!real) return kNoDriver;
+  const CUresult rc = real(stream, graph, deps, edges, n, mode);
+  if (rc == CUDA_SUCCESS) note_begin(key(stream, PerThread), mode);
+  return rc;
+}
+
 template <bool PerThread>
 CUresult end_capture(decltype(&::cuStreamEndCapture) real, CUstream stream, CUgraph* graph) {
   if (!real) return kNoDriver;
@@ -159,6 +172,14 @@ CUMEMTRACE_CAPTURE_EXPORT(cuStreamBeginCapture_v2_ptsz, begin_capture_v2<true>,
                           (CUstream stream, CUstreamCaptureMode mode), stream, mode)
 CUMEMTRACE_CAPTURE_EXPORT(cuStreamBeginCapture, begin_capture_v1<false>, (CUstream stream), stream)
 CUMEMTRACE_CAPTURE_EXPORT(cuStreamBeginCapture_ptsz, begin_capture_v1<true>, (CUstream stream), stream)
+CUMEMTRACE_CAPTURE_EXPORT(cuStreamBeginCaptureToGraph, begin_capture_to_graph<false>,
+                          (CUstream stream, CUgraph graph, const CUgraphNode* deps, const CUgraphEdgeData* edges,
+                           size_t n, CUstreamCaptureMode mode),
+                          stream, graph, deps, edges, n, mode)
+CUMEMTRACE_CAPTURE_EXPORT(cuStreamBeginCaptureToGraph_ptsz, begin_capture_to_graph<true>,
+                          (CUstream stream, CUgraph graph, const CUgraphNode* deps, const CUgraphEdgeData* edges,
+                           size_t n, CUstreamCaptureMode mode),
+                          stream, graph, deps, edges, n, mode)
 CUMEMTRACE_CAPTURE_EXPORT(cuStreamEndCapture, end_capture<false>, (CUstream stream, CUgraph* graph), stream, graph)
 CUMEMTRACE_CAPTURE_EXPORT(cuStreamEndCapture_ptsz, end_capture<true>, (CUstream stream, CUgraph* graph), stream,
                           graph)
@@ -174,6 +195,9 @@ static const InterceptedSymbol kCaptureSymbols[] = {
     ROW(cuStreamBeginCapture_ptsz, "cuStreamBeginCapture", 10000, true, begin_capture_v1<true>),
     ROW(cuStreamBeginCapture_v2, "cuStreamBeginCapture", 10010, false, begin_capture_v2<false>),
     ROW(cuStreamBeginCapture_v2_ptsz, "cuStreamBeginCapture", 10010, true, begin_capture_v2<true>),
+    ROW(cuStreamBeginCaptureToGraph, "cuStreamBeginCaptureToGraph", 12030, false, begin_capture_to_graph<false>),
+    ROW(cuStreamBeginCaptureToGraph_ptsz, "cuStreamBeginCaptureToGraph", 12030, true,
+        begin_capture_to_graph<true>),
     ROW(cuStreamEndCapture, "cuStreamEndCapture", 10000, false, end_capture<false>),
     ROW(cuStreamEndCapture_ptsz, "cuStreamEndCapture", 10000, true, end_capture<true>),
     ROW(cuThreadExchangeStreamCaptureMode, "cuThreadExchangeStreamCaptureMode", 10010, false, exchange_mode),

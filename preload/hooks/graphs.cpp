@@ -35,6 +35,17 @@ NextSymbol<decltype(&::cuDeviceGetGraphMemAttribute)> next_graph_mem_attribute{"
 NextSymbol<decltype(&::cuStreamGetCaptureInfo_v3)> next_capture_info_v3{"cuStreamGetCaptureInfo_v3"};
 NextSymbol<decltype(&::cuStreamGetCaptureInfo_v2)> next_capture_info_v2{"cuStreamGetCaptureInfo_v2"};
 
+// Whether any graph of the process was given a memory node through a route
+// we hook (cuGraphAddMemAllocNode, cuGraphAddNode of type MEM_ALLOC, a
+// stream-ordered allocation captured). Until then the device's graph memory
+// is 0 and stays 0, so the calls that could change it skip the two
+// attribute queries: graph launches are frequent, and most graphs have no
+// memory node (PyTorch's torch.cuda.graphs serve a captured step from its
+// caching allocator's private pool).
+std::atomic<bool> g_memory_nodes_seen{false};
+
+void note_memory_node() noexcept { g_memory_nodes_seen.store(true, std::memory_order_release); }
+
 // The last figures written per device: equal figures are not written again.
 // Starting at 0 and 0, a program that never has graph memory gets no line.
 struct LastGraphMemory {
@@ -45,6 +56,7 @@ LastGraphMemory g_last[Recorder::kMaxDevices];
 std::mutex g_write_mu;  // only when the figures changed: keeps lines in order
 
 void sample_graph_memory(const char* api, int dev) noexcept {
+  if (!g_memory_nodes_seen.load(std::memory_order_acquire)) return;
   try {
     auto* get = next_graph_mem_attribute.get();
     if (!get || dev < 0 || dev >= Recorder::kMaxDevices) return;
@@ -176,12 +188,40 @@ CUresult add_mem_alloc_node(decltype(&::cuGraphAddMemAllocNode) real, CUgraphNod
   if (!real) return kNoDriver;
   const CUresult rc = real(node, graph, deps, n, params);
   if (rc == CUDA_SUCCESS && params) {
+    note_memory_node();
     guarded([&] {
       recorder().on_graph_alloc("cuGraphAddMemAllocNode", params->poolProps.location.id,
                                 reinterpret_cast<std::uintptr_t>(graph), static_cast<std::uintptr_t>(params->dptr),
                                 params->bytesize);
     });
   }
+  return rc;
+}
+
+// cuGraphAddNode: the generic route (CUDA 12.2; _v2, 12.3, adds edge data),
+// by which a library may add a memory node too.
+void added_node(const char* api, CUgraph graph, const CUgraphNodeParams* params) noexcept {
+  if (!params || params->type != CU_GRAPH_NODE_TYPE_MEM_ALLOC) return;
+  note_memory_node();
+  guarded([&] {
+    recorder().on_graph_alloc(api, params->alloc.poolProps.location.id, reinterpret_cast<std::uintptr_t>(graph),
+                              static_cast<std::uintptr_t>(params->alloc.dptr), params->alloc.bytesize);
+  });
+}
+
+CUresult add_node_v1(CUresult (*real)(CUgraphNode*, CUgraph, const CUgraphNode*, size_t, CUgraphNodeParams*),
+                     CUgraphNode* node, CUgraph graph, const CUgraphNode* deps, size_t n, CUgraphNodeParams* params) {
+  if (!real) return kNoDriver;
+  const CUresult rc = real(node, graph, deps, n, params);
+  if (rc == CUDA_SUCCESS) added_node("cuGraphAddNode", graph, params);
+  return rc;
+}
+
+CUresult add_node_v2(decltype(&::cuGraphAddNode_v2) real, CUgraphNode* node, CUgraph graph, const CUgraphNode* deps,
+                     const CUgraphEdgeData* edges, size_t n, CUgraphNodeParams* params) {
+  if (!real) return kNoDriver;
+  const CUresult rc = real(node, graph, deps, edges, n, params);
+  if (rc == CUDA_SUCCESS) added_node("cuGraphAddNode", graph, params);
   return rc;
 }
 
@@ -195,6 +235,7 @@ bool cumemtrace::preload::note_graph_node(const AllocRequest& request, std::uint
   try {
     const std::uintptr_t graph = capturing_graph(*request.stream);
     if (graph == 0) return false;
+    note_memory_node();
     // The node's device: the capture's context, current while it captures.
     recorder().on_graph_alloc(request.api, request.dev >= 0 ? request.dev : current_device(), graph, ptr, size);
     return true;
@@ -228,6 +269,17 @@ CUMEMTRACE_GRAPH_EXPORT(cuGraphLaunch_ptsz, launch<true>, (CUgraphExec exec, CUs
 CUMEMTRACE_GRAPH_EXPORT(cuGraphExecDestroy, exec_destroy, (CUgraphExec exec), exec)
 CUMEMTRACE_GRAPH_EXPORT(cuGraphDestroy, graph_destroy, (CUgraph graph), graph)
 CUMEMTRACE_GRAPH_EXPORT(cuDeviceGraphMemTrim, trim, (CUdevice device), device)
+// cuGraphAddNode's CUDA 12.2 ABI (cudaTypedefs.h: PFN_cuGraphAddNode_v12020).
+using AddNodeV1 = CUresult(CUDAAPI*)(CUgraphNode*, CUgraph, const CUgraphNode*, size_t, CUgraphNodeParams*);
+static NextSymbol<AddNodeV1> next_cuGraphAddNode{"cuGraphAddNode"};
+CUMEMTRACE_HOOK CUresult CUDAAPI cuGraphAddNode(CUgraphNode* node, CUgraph graph, const CUgraphNode* deps, size_t n,
+                                                CUgraphNodeParams* params) {
+  return add_node_v1(next_cuGraphAddNode.get(), node, graph, deps, n, params);
+}
+CUMEMTRACE_GRAPH_EXPORT(cuGraphAddNode_v2, add_node_v2,
+                        (CUgraphNode * node, CUgraph graph, const CUgraphNode* deps, const CUgraphEdgeData* edges,
+                         size_t n, CUgraphNodeParams* params),
+                        node, graph, deps, edges, n, params)
 CUMEMTRACE_GRAPH_EXPORT(cuGraphAddMemAllocNode, add_mem_alloc_node,
                         (CUgraphNode * node, CUgraph graph, const CUgraphNode* deps, size_t n,
                          CUDA_MEM_ALLOC_NODE_PARAMS* params),
@@ -254,6 +306,8 @@ static const InterceptedSymbol kGraphSymbols[] = {
     ROW(cuGraphDestroy, "cuGraphDestroy", 10000, false, graph_destroy),
     ROW(cuDeviceGraphMemTrim, "cuDeviceGraphMemTrim", 11040, false, trim),
     ROW(cuGraphAddMemAllocNode, "cuGraphAddMemAllocNode", 11040, false, add_mem_alloc_node),
+    ROW(cuGraphAddNode, "cuGraphAddNode", 12020, false, add_node_v1),
+    ROW(cuGraphAddNode_v2, "cuGraphAddNode", 12030, false, add_node_v2),
 };
 
 std::span<const InterceptedSymbol> cumemtrace::preload::graph_symbols() { return kGraphSymbols; }

@@ -9,12 +9,16 @@
 // grow, order the device and synchronise it, which a global capture forbids
 // (so it fails at the captured memset instead). Also: cudaMalloc in a
 // global-mode capture fails and invalidates it; in relaxed mode it
-// succeeds; trim gives the graph pool's memory back. Exit 0 when every check holds, 1 with one line otherwise.
+// succeeds; trim gives the graph pool's memory back. The same reuse through
+// cudaStreamBeginCaptureToGraph, and a memory node added by cudaGraphAddNode.
+// Exit 0 when every check holds, 1 with one line otherwise.
 #include <cstdio>
 #include <cstring>
 #include <vector>
 
 #include <cuda_runtime.h>
+
+#include "simcuda_counters.h"
 
 __global__ void touch(unsigned char* p) { p[threadIdx.x] = 1; }
 
@@ -41,6 +45,26 @@ bool stamp_intact(const void* p, unsigned char stamp, std::vector<unsigned char>
   return true;
 }
 
+// Instantiates `graph` (whose capture-time buffer is memset), allocates a
+// buffer of the program's on s and stamps it, launches twice, and checks the
+// stamp; then frees and destroys everything.
+int relaunch_over_stamp(cudaStream_t s, cudaGraph_t graph, unsigned char stamp, const char* what,
+                        std::vector<unsigned char>& host) {
+  cudaGraphExec_t exec;
+  CHECK(cudaGraphInstantiate(&exec, graph, 0) == cudaSuccess, "%s instantiate", what);
+  void* held = nullptr;
+  CHECK(cudaMallocAsync(&held, kSize, s) == cudaSuccess, "%s held malloc", what);
+  CHECK(cudaMemsetAsync(held, stamp, kSize, s) == cudaSuccess, "%s stamp", what);
+  for (int launch = 0; launch < 2; ++launch) CHECK(cudaGraphLaunch(exec, s) == cudaSuccess, "%s launch", what);
+  CHECK(cudaStreamSynchronize(s) == cudaSuccess, "%s sync", what);
+  size_t bad = 0;
+  CHECK(stamp_intact(held, stamp, host, &bad), "%s: stamp of the stream-ordered buffer corrupted at byte %zu: 0x%02x",
+        what, bad, host[bad]);
+  CHECK(cudaFreeAsync(held, s) == cudaSuccess && cudaStreamSynchronize(s) == cudaSuccess, "%s held free", what);
+  CHECK(cudaGraphExecDestroy(exec) == cudaSuccess && cudaGraphDestroy(graph) == cudaSuccess, "%s destroy", what);
+  return 0;
+}
+
 // The stream's own cache: a pool serves cudaMallocAsync on s from blocks
 // freed on s without any ordering of the device, so a capture-time request
 // served from it would succeed, and its address, handed back at the
@@ -57,18 +81,97 @@ int stream_cache_relaunch(cudaStream_t s, std::vector<unsigned char>& host) {
   CHECK(cudaFreeAsync(tmp, s) == cudaSuccess, "stream-cache capture free");
   cudaGraph_t graph;
   CHECK(cudaStreamEndCapture(s, &graph) == cudaSuccess, "stream-cache end");
+  return relaunch_over_stamp(s, graph, 0x5A, "stream-cache", host);
+}
+
+// cudaStreamBeginCaptureToGraph (CUDA 12.3): the same reuse made certain,
+// capturing into a graph the program made, behind a node of its own. A
+// pool that did not know this capture began would serve the request from
+// the stream's cache, as above.
+int capture_to_graph_relaunch(cudaStream_t s, std::vector<unsigned char>& host) {
+  void* warm = nullptr;
+  CHECK(cudaMallocAsync(&warm, kSize, s) == cudaSuccess && cudaFreeAsync(warm, s) == cudaSuccess, "to-graph warm");
+  CHECK(cudaStreamSynchronize(s) == cudaSuccess, "to-graph warm sync");
+  cudaGraph_t graph;
+  cudaGraphNode_t first;
+  CHECK(cudaGraphCreate(&graph, 0) == cudaSuccess && cudaGraphAddEmptyNode(&first, graph, nullptr, 0) == cudaSuccess,
+        "to-graph create");
+  CHECK(cudaStreamBeginCaptureToGraph(s, graph, &first, nullptr, 1, cudaStreamCaptureModeGlobal) == cudaSuccess,
+        "to-graph begin");
+  void* tmp = nullptr;
+  CHECK(cudaMallocAsync(&tmp, kSize, s) == cudaSuccess, "to-graph capture malloc");
+  CHECK(cudaMemsetAsync(tmp, 0xEE, kSize, s) == cudaSuccess, "to-graph capture memset");
+  CHECK(cudaFreeAsync(tmp, s) == cudaSuccess, "to-graph capture free");
+  cudaGraph_t ended = nullptr;
+  CHECK(cudaStreamEndCapture(s, &ended) == cudaSuccess && ended == graph, "to-graph end");
+  size_t nodes = 0;
+  CHECK(cudaGraphGetNodes(graph, nullptr, &nodes) == cudaSuccess && nodes == 4, "to-graph: 4 nodes, got %zu", nodes);
+  return relaunch_over_stamp(s, graph, 0x5B, "to-graph", host);
+}
+
+// cudaGraphAddNode (CUDA 12.3): a memory node added by the generic route, a
+// memset into it and its free, launched once; its graph memory is in the
+// trace like a captured one's.
+int generic_memory_node(cudaStream_t s) {
+  cudaGraph_t graph;
+  CHECK(cudaGraphCreate(&graph, 0) == cudaSuccess, "generic create");
+  cudaGraphNodeParams alloc{};
+  alloc.type = cudaGraphNodeTypeMemAlloc;
+  alloc.alloc.poolProps.allocType = cudaMemAllocationTypePinned;
+  alloc.alloc.poolProps.location.type = cudaMemLocationTypeDevice;
+  alloc.alloc.poolProps.location.id = 0;
+  alloc.alloc.bytesize = kSize;
+  cudaGraphNode_t a, m, f;
+  CHECK(cudaGraphAddNode(&a, graph, nullptr, nullptr, 0, &alloc) == cudaSuccess && alloc.alloc.dptr, "generic alloc");
+  cudaMemsetParams set{};
+  set.dst = alloc.alloc.dptr;
+  set.value = 0x77;
+  set.elementSize = 1;
+  set.width = kSize;
+  set.height = 1;
+  CHECK(cudaGraphAddMemsetNode(&m, graph, &a, 1, &set) == cudaSuccess, "generic memset");
+  cudaGraphNodeParams free_node{};
+  free_node.type = cudaGraphNodeTypeMemFree;
+  free_node.free.dptr = alloc.alloc.dptr;
+  CHECK(cudaGraphAddNode(&f, graph, &m, nullptr, 1, &free_node) == cudaSuccess, "generic free");
   cudaGraphExec_t exec;
-  CHECK(cudaGraphInstantiate(&exec, graph, 0) == cudaSuccess, "stream-cache instantiate");
-  void* held = nullptr;
-  CHECK(cudaMallocAsync(&held, kSize, s) == cudaSuccess, "stream-cache held malloc");
-  CHECK(cudaMemsetAsync(held, 0x5A, kSize, s) == cudaSuccess, "stream-cache stamp");
-  for (int launch = 0; launch < 2; ++launch) CHECK(cudaGraphLaunch(exec, s) == cudaSuccess, "stream-cache launch");
-  CHECK(cudaStreamSynchronize(s) == cudaSuccess, "stream-cache sync");
-  size_t bad = 0;
-  CHECK(stamp_intact(held, 0x5A, host, &bad), "stamp of the stream-ordered buffer corrupted at byte %zu: 0x%02x", bad,
-        host[bad]);
-  CHECK(cudaFreeAsync(held, s) == cudaSuccess && cudaStreamSynchronize(s) == cudaSuccess, "stream-cache held free");
-  CHECK(cudaGraphExecDestroy(exec) == cudaSuccess && cudaGraphDestroy(graph) == cudaSuccess, "stream-cache destroy");
+  CHECK(cudaGraphInstantiate(&exec, graph, 0) == cudaSuccess, "generic instantiate");
+  CHECK(cudaGraphLaunch(exec, s) == cudaSuccess && cudaStreamSynchronize(s) == cudaSuccess, "generic launch");
+  CHECK(cudaGraphExecDestroy(exec) == cudaSuccess && cudaGraphDestroy(graph) == cudaSuccess, "generic destroy");
+  return 0;
+}
+
+// Before the process made any memory node, its graphs' launches cost no
+// query of the device's graph memory (there is none to see): under the
+// preload, whose graph hooks sample it after a launch once a memory node
+// exists, the sim counts none here. Skipped on a GPU (no counters).
+int launches_before_any_memory_node(cudaStream_t s) {
+  void* buffer = nullptr;
+  CHECK(cudaMalloc(&buffer, kSize) == cudaSuccess, "plain buffer");
+  cudaGraph_t graph;
+  cudaGraphNode_t set_node;
+  cudaMemsetParams set{};
+  set.dst = buffer;
+  set.value = 0x33;
+  set.elementSize = 1;
+  set.width = kSize;
+  set.height = 1;
+  CHECK(cudaGraphCreate(&graph, 0) == cudaSuccess &&
+            cudaGraphAddMemsetNode(&set_node, graph, nullptr, 0, &set) == cudaSuccess,
+        "plain graph");
+  cudaGraphExec_t exec;
+  CHECK(cudaGraphInstantiate(&exec, graph, 0) == cudaSuccess, "plain instantiate");
+  SimcudaCounters before{}, after{};
+  const bool counted = simcuda_counters_read(&before);
+  for (int launch = 0; launch < 10; ++launch) CHECK(cudaGraphLaunch(exec, s) == cudaSuccess, "plain launch");
+  CHECK(cudaStreamSynchronize(s) == cudaSuccess, "plain sync");
+  if (counted && simcuda_counters_read(&after) && after.size >= sizeof after) {
+    CHECK(after.graph_mem_attribute == before.graph_mem_attribute,
+          "10 launches without memory nodes queried the graph memory %llu times",
+          after.graph_mem_attribute - before.graph_mem_attribute);
+  }
+  CHECK(cudaGraphExecDestroy(exec) == cudaSuccess && cudaGraphDestroy(graph) == cudaSuccess, "plain destroy");
+  CHECK(cudaFree(buffer) == cudaSuccess, "plain free");
   return 0;
 }
 
@@ -76,7 +179,10 @@ int main() {
   cudaStream_t s;
   CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking) == cudaSuccess, "stream");
   std::vector<unsigned char> host(kSize);
+  if (int rc = launches_before_any_memory_node(s)) return rc;
   if (int rc = stream_cache_relaunch(s, host)) return rc;
+  if (int rc = capture_to_graph_relaunch(s, host)) return rc;
+  if (int rc = generic_memory_node(s)) return rc;
   // Warm the pool: blocks of kSize cached after a free.
   void* warm[4];
   for (auto& w : warm) CHECK(cudaMalloc(&w, kSize) == cudaSuccess, "warm malloc");

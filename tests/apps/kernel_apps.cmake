@@ -45,8 +45,8 @@ set(_graph_src ${CMAKE_CURRENT_SOURCE_DIR}/graph_capture.cu)
 set(_graph_obj ${CMAKE_CURRENT_BINARY_DIR}/graph_capture.cu.o)
 add_custom_command(OUTPUT ${_graph_obj}
   COMMAND ${CUDAToolkit_NVCC_EXECUTABLE} -c -O2 -g -arch=sm_90 -ccbin ${CMAKE_CXX_COMPILER}
-    -Xcompiler=${_kernel_host_flags} -o ${_graph_obj} ${_graph_src}
-  DEPENDS ${_graph_src}
+    -Xcompiler=${_kernel_host_flags} -I${PROJECT_SOURCE_DIR}/tests/sim/include -o ${_graph_obj} ${_graph_src}
+  DEPENDS ${_graph_src} ${PROJECT_SOURCE_DIR}/tests/sim/include/simcuda_counters.h
   COMMENT "nvcc graph_capture.cu"
   VERBATIM)
 set_source_files_properties(${_graph_obj} PROPERTIES EXTERNAL_OBJECT ON GENERATED ON)

@@ -68,30 +68,47 @@ bool reaches(const GraphNode* from, const GraphNode* target, std::set<const Grap
   return false;
 }
 
-CUresult begin(CUstream h, CUstreamCaptureMode mode, bool pt) {
+// cuStreamBeginCapture, or with `into` cuStreamBeginCaptureToGraph: "placing
+// new nodes into an existing graph", `deps` being the "dependencies of the
+// first node captured in the stream" (cuda.h 13.0). That graph stays the
+// caller's: an invalidated capture does not destroy it (not documented;
+// not checked on a GPU).
+CUresult begin(CUstream h, CUstreamCaptureMode mode, bool pt, CUgraph into = nullptr,
+               const CUgraphNode* deps = nullptr, std::size_t ndeps = 0) {
   if (mode != CU_STREAM_CAPTURE_MODE_GLOBAL && mode != CU_STREAM_CAPTURE_MODE_THREAD_LOCAL &&
       mode != CU_STREAM_CAPTURE_MODE_RELAXED) {
     return CUDA_ERROR_INVALID_VALUE;
   }
   std::shared_ptr<Stream> s;
   if (CUresult r = resolve_stream(h, pt, &s)) return r;
-  // "The legacy stream is not supported for stream capture" (cuStreamIsCapturing).
+  // "The legacy stream is not supported for stream capture" (cuStreamIsCapturing);
+  // "Capture may not be initiated if stream is CU_STREAM_LEGACY" (cuStreamBeginCaptureToGraph).
   if (s->is_legacy) return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
-  auto* g = new Graph;
-  g->ctx = s->ctx;
-  g->capturing = true;
+  Graph* g = nullptr;
+  std::vector<GraphNode*> first_deps;
   {
     std::lock_guard<std::mutex> lk(graph_mu());
-    if (CUresult r = register_graph_locked(g)) {
-      delete g;
-      return r;
+    if (into) {
+      g = find_graph_locked(into);
+      if (!g || g->capturing) return CUDA_ERROR_INVALID_VALUE;
+      if (CUresult r = node_deps_ok_locked(g, deps, ndeps)) return r;
+      for (std::size_t i = 0; i < ndeps; ++i) first_deps.push_back(reinterpret_cast<GraphNode*>(deps[i]));
+    } else {
+      g = new Graph;
+      g->ctx = s->ctx;
+      if (CUresult r = register_graph_locked(g)) {
+        delete g;
+        return r;
+      }
     }
+    g->capturing = true;
   }
   std::lock_guard<std::mutex> lk(capture_mu());
   if (s->capture) {
     // Already capturing (its own sequence or one it joined).
     std::lock_guard<std::mutex> glk(graph_mu());
-    unregister_graph_locked(g);
+    g->capturing = false;
+    if (!into) unregister_graph_locked(g);
     return CUDA_ERROR_ILLEGAL_STATE;
   }
   auto c = std::make_shared<Capture>();
@@ -99,10 +116,11 @@ CUresult begin(CUstream h, CUstreamCaptureMode mode, bool pt) {
   c->mode = mode;
   c->thread = std::this_thread::get_id();
   c->graph = g;
+  c->owns_graph = into == nullptr;
   c->origin = s.get();
   c->members.push_back(s);
   s->capture = c;
-  s->capture_deps.clear();
+  s->capture_deps = std::move(first_deps);
   live_captures().insert(c.get());
   g_active_captures.fetch_add(1, std::memory_order_release);
   return CUDA_SUCCESS;
@@ -147,11 +165,12 @@ CUresult end(CUstream h, CUgraph* out, bool pt) {
     }
   }
   Graph* g = c->graph;
+  const bool owned = c->owns_graph;
   end_locked(c);
   std::lock_guard<std::mutex> glk(graph_mu());
   g->capturing = false;
   if (rc != CUDA_SUCCESS) {
-    unregister_graph_locked(g);
+    if (owned) unregister_graph_locked(g);
     *out = nullptr;
     return rc;
   }
@@ -440,6 +459,16 @@ CUresult CUDAAPI cuStreamBeginCapture(CUstream h) { return begin(h, CU_STREAM_CA
 CUresult CUDAAPI cuStreamBeginCapture_ptsz(CUstream h) { return begin(h, CU_STREAM_CAPTURE_MODE_GLOBAL, true); }
 CUresult CUDAAPI cuStreamBeginCapture_v2(CUstream h, CUstreamCaptureMode mode) { return begin(h, mode, false); }
 CUresult CUDAAPI cuStreamBeginCapture_v2_ptsz(CUstream h, CUstreamCaptureMode mode) { return begin(h, mode, true); }
+CUresult CUDAAPI cuStreamBeginCaptureToGraph(CUstream h, CUgraph g, const CUgraphNode* deps,
+                                             const CUgraphEdgeData* edges, size_t n, CUstreamCaptureMode mode) {
+  if (!default_edges(edges, n)) return CUDA_ERROR_NOT_SUPPORTED;
+  return g ? begin(h, mode, false, g, deps, n) : CUDA_ERROR_INVALID_VALUE;
+}
+CUresult CUDAAPI cuStreamBeginCaptureToGraph_ptsz(CUstream h, CUgraph g, const CUgraphNode* deps,
+                                                  const CUgraphEdgeData* edges, size_t n, CUstreamCaptureMode mode) {
+  if (!default_edges(edges, n)) return CUDA_ERROR_NOT_SUPPORTED;
+  return g ? begin(h, mode, true, g, deps, n) : CUDA_ERROR_INVALID_VALUE;
+}
 CUresult CUDAAPI cuStreamEndCapture(CUstream h, CUgraph* g) { return end(h, g, false); }
 CUresult CUDAAPI cuStreamEndCapture_ptsz(CUstream h, CUgraph* g) { return end(h, g, true); }
 CUresult CUDAAPI cuStreamIsCapturing(CUstream h, CUstreamCaptureStatus* st) { return is_capturing(h, st, false); }

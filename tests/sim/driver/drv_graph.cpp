@@ -245,6 +245,8 @@ CUresult exec_destroy(CUgraphExec h) {
   return CUDA_SUCCESS;
 }
 
+}  // namespace
+
 CUresult node_deps_ok_locked(Graph* g, const CUgraphNode* deps, std::size_t n) {
   if (n && !deps) return CUDA_ERROR_INVALID_VALUE;
   for (std::size_t i = 0; i < n; ++i) {
@@ -257,6 +259,8 @@ CUresult node_deps_ok_locked(Graph* g, const CUgraphNode* deps, std::size_t n) {
   }
   return CUDA_SUCCESS;
 }
+
+namespace {
 
 template <typename Fill>
 CUresult add(CUgraphNode* out, CUgraph h, const CUgraphNode* deps, std::size_t n, NodeKind kind, Fill fill) {
@@ -442,12 +446,16 @@ CUresult CUDAAPI cuGraphDestroy(CUgraph h) {
   return CUDA_SUCCESS;
 }
 
-CUresult CUDAAPI cuGraphAddEmptyNode(CUgraphNode* out, CUgraph g, const CUgraphNode* deps, size_t n) {
+// The node kinds' bodies, shared by their own entry points and cuGraphAddNode:
+// the sim calls them, never its exported functions, which a preloaded
+// library interposes (a real libcuda.so's internal calls do not go through
+// its exports either, and cumemtrace would see such a node twice).
+static CUresult add_empty(CUgraphNode* out, CUgraph g, const CUgraphNode* deps, size_t n) {
   return add(out, g, deps, n, NodeKind::Empty, [](GraphNode&) { return CUDA_SUCCESS; });
 }
 
-CUresult CUDAAPI cuGraphAddMemsetNode(CUgraphNode* out, CUgraph g, const CUgraphNode* deps, size_t n,
-                                      const CUDA_MEMSET_NODE_PARAMS* p, CUcontext ctx) {
+static CUresult add_memset(CUgraphNode* out, CUgraph g, const CUgraphNode* deps, size_t n,
+                           const CUDA_MEMSET_NODE_PARAMS* p, CUcontext ctx) {
   if (!p) return CUDA_ERROR_INVALID_VALUE;
   return add(out, g, deps, n, NodeKind::Memset, [&](GraphNode& node) {
     Context* c = node_ctx(ctx);
@@ -486,8 +494,8 @@ CUresult CUDAAPI cuGraphAddKernelNode_v2(CUgraphNode* out, CUgraph g, const CUgr
   return add_kernel(out, g, deps, n, p ? p->func : nullptr);
 }
 
-CUresult CUDAAPI cuGraphAddMemAllocNode(CUgraphNode* out, CUgraph g, const CUgraphNode* deps, size_t n,
-                                        CUDA_MEM_ALLOC_NODE_PARAMS* p) {
+static CUresult add_mem_alloc(CUgraphNode* out, CUgraph g, const CUgraphNode* deps, size_t n,
+                              CUDA_MEM_ALLOC_NODE_PARAMS* p) {
   if (!p || p->poolProps.allocType != CU_MEM_ALLOCATION_TYPE_PINNED ||
       p->poolProps.location.type != CU_MEM_LOCATION_TYPE_DEVICE) {
     return CUDA_ERROR_INVALID_VALUE;
@@ -503,13 +511,75 @@ CUresult CUDAAPI cuGraphAddMemAllocNode(CUgraphNode* out, CUgraph g, const CUgra
   });
 }
 
-CUresult CUDAAPI cuGraphAddMemFreeNode(CUgraphNode* out, CUgraph g, const CUgraphNode* deps, size_t n,
-                                       CUdeviceptr dptr) {
+static CUresult add_mem_free(CUgraphNode* out, CUgraph g, const CUgraphNode* deps, size_t n, CUdeviceptr dptr) {
   return add(out, g, deps, n, NodeKind::MemFree, [&](GraphNode& node) {
     node.free_ptr = dptr;
     node.alloc = graph_allocation_at(dptr);
     return CUDA_SUCCESS;
   });
+}
+
+CUresult CUDAAPI cuGraphAddEmptyNode(CUgraphNode* out, CUgraph g, const CUgraphNode* deps, size_t n) {
+  return add_empty(out, g, deps, n);
+}
+CUresult CUDAAPI cuGraphAddMemsetNode(CUgraphNode* out, CUgraph g, const CUgraphNode* deps, size_t n,
+                                      const CUDA_MEMSET_NODE_PARAMS* p, CUcontext ctx) {
+  return add_memset(out, g, deps, n, p, ctx);
+}
+CUresult CUDAAPI cuGraphAddMemAllocNode(CUgraphNode* out, CUgraph g, const CUgraphNode* deps, size_t n,
+                                        CUDA_MEM_ALLOC_NODE_PARAMS* p) {
+  return add_mem_alloc(out, g, deps, n, p);
+}
+CUresult CUDAAPI cuGraphAddMemFreeNode(CUgraphNode* out, CUgraph g, const CUgraphNode* deps, size_t n,
+                                       CUdeviceptr dptr) {
+  return add_mem_free(out, g, deps, n, dptr);
+}
+
+namespace sim {
+bool default_edges(const CUgraphEdgeData* edges, std::size_t n) {
+  const CUgraphEdgeData none{};
+  for (std::size_t i = 0; edges && i < n; ++i)
+    if (std::memcmp(&edges[i], &none, sizeof none) != 0) return false;
+  return true;
+}
+}  // namespace sim
+
+// cuGraphAddNode (CUDA 12.2) and cuGraphAddNode_v2 (12.3, with edge data):
+// the generic route, which libraries use for every node type. The sim
+// models the types it models elsewhere that need no function or event:
+// empty, memset, and the memory nodes (the route to graph memory that
+// cuGraphAddMemAllocNode's hook would not see); other types answer "not
+// supported", like every call the sim does not model.
+static CUresult add_generic(CUgraphNode* out, CUgraph g, const CUgraphNode* deps, const CUgraphEdgeData* edges,
+                            size_t n, CUgraphNodeParams* p) {
+  if (!p) return CUDA_ERROR_INVALID_VALUE;
+  if (!default_edges(edges, n)) return CUDA_ERROR_NOT_SUPPORTED;
+  switch (p->type) {
+    case CU_GRAPH_NODE_TYPE_EMPTY:
+      return add_empty(out, g, deps, n);
+    case CU_GRAPH_NODE_TYPE_MEMSET: {
+      const CUDA_MEMSET_NODE_PARAMS_v2& m = p->memset;
+      const CUDA_MEMSET_NODE_PARAMS v1{m.dst, m.pitch, m.value, m.elementSize, m.width, m.height};
+      return add_memset(out, g, deps, n, &v1, m.ctx);
+    }
+    case CU_GRAPH_NODE_TYPE_MEM_ALLOC: {
+      // The same layout: CUDA_MEM_ALLOC_NODE_PARAMS_v2 is v1's (cuda.h).
+      static_assert(sizeof(CUDA_MEM_ALLOC_NODE_PARAMS_v1) == sizeof(CUDA_MEM_ALLOC_NODE_PARAMS_v2));
+      return add_mem_alloc(out, g, deps, n, reinterpret_cast<CUDA_MEM_ALLOC_NODE_PARAMS*>(&p->alloc));
+    }
+    case CU_GRAPH_NODE_TYPE_MEM_FREE:
+      return add_mem_free(out, g, deps, n, p->free.dptr);
+    default:
+      return CUDA_ERROR_NOT_SUPPORTED;
+  }
+}
+CUresult CUDAAPI cuGraphAddNode(CUgraphNode* out, CUgraph g, const CUgraphNode* deps, size_t n,
+                                CUgraphNodeParams* p) {
+  return add_generic(out, g, deps, nullptr, n, p);
+}
+CUresult CUDAAPI cuGraphAddNode_v2(CUgraphNode* out, CUgraph g, const CUgraphNode* deps,
+                                   const CUgraphEdgeData* edges, size_t n, CUgraphNodeParams* p) {
+  return add_generic(out, g, deps, edges, n, p);
 }
 
 CUresult CUDAAPI cuGraphMemAllocNodeGetParams(CUgraphNode h, CUDA_MEM_ALLOC_NODE_PARAMS* out) {
@@ -613,6 +683,7 @@ CUresult CUDAAPI cuDeviceGraphMemTrim(CUdevice d) {
 }
 
 CUresult CUDAAPI cuDeviceGetGraphMemAttribute(CUdevice d, CUgraphMem_attribute attr, void* value) {
+  count(Counter::graph_mem_attribute);
   Device* dev = nullptr;
   if (CUresult r = device_of_ordinal(d, &dev)) return r;
   if (!value) return CUDA_ERROR_INVALID_VALUE;

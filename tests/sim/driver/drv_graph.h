@@ -74,6 +74,13 @@ std::mutex& graph_mu();
 CUresult register_graph_locked(Graph* g);
 void unregister_graph_locked(Graph* g);  // and deletes it
 Graph* find_graph_locked(CUgraph h);
+// Edge data (CUDA 12.3): only the default edge, all zero, is modelled
+// ("A zero-initialized struct indicates a standard full serialization of
+// two nodes", CUgraphEdgeData); false
+// when some edge is another.
+bool default_edges(const CUgraphEdgeData* edges, std::size_t n);
+// Whether `deps` are n distinct nodes of g.
+CUresult node_deps_ok_locked(Graph* g, const CUgraphNode* deps, std::size_t n);
 // Adds a node with `deps` (validated: nodes of g, no duplicates) to g.
 CUresult add_node_locked(Graph* g, const CUgraphNode* deps, std::size_t ndeps,
                          std::unique_ptr<GraphNode> node, CUgraphNode* out);
@@ -94,6 +101,7 @@ struct Capture {
   CUstreamCaptureMode mode = CU_STREAM_CAPTURE_MODE_GLOBAL;
   std::thread::id thread;          // the thread that began it
   Graph* graph = nullptr;
+  bool owns_graph = true;  // false: cuStreamBeginCaptureToGraph's, the caller's graph
   Stream* origin = nullptr;
   bool invalidated = false;
   std::vector<std::shared_ptr<Stream>> members;  // streams capturing into it, origin first

@@ -67,7 +67,10 @@ extern "C" {
   X(device_faults, "device faults")                                                    \
   /* Host time charged by the cost table (SIMCUDA_COSTS), as the table says */        \
   /* (what the waits aimed at, not what the host's clock saw). */                      \
-  X(charged_us, "microseconds charged by the cost table")
+  X(charged_us, "microseconds charged by the cost table")                             \
+  /* Queries of the device's graph memory (appended: older readers pass a  */        \
+  /* smaller size and get the fields before). */                                       \
+  X(graph_mem_attribute, "cuDeviceGetGraphMemAttribute")
 
 typedef struct SimcudaCounters {
   unsigned long long size; /* in: bytes the caller has; out: bytes filled */

@@ -32,6 +32,15 @@ cudaError_t call(F f) {
 SIM_RT_PT_PAIR(cudaStreamBeginCapture, (cudaStream_t s, cudaStreamCaptureMode mode),
                drv().cuStreamBeginCapture_v2(cs(s), static_cast<CUstreamCaptureMode>(mode)),
                drv().cuStreamBeginCapture_v2_ptsz(cs(s), static_cast<CUstreamCaptureMode>(mode)))
+SIM_RT_PT_PAIR(cudaStreamBeginCaptureToGraph,
+               (cudaStream_t s, cudaGraph_t g, const cudaGraphNode_t* deps, const cudaGraphEdgeData* edges, size_t n,
+                cudaStreamCaptureMode mode),
+               drv().cuStreamBeginCaptureToGraph(cs(s), cg(g), cn(deps),
+                                                 reinterpret_cast<const CUgraphEdgeData*>(edges), n,
+                                                 static_cast<CUstreamCaptureMode>(mode)),
+               drv().cuStreamBeginCaptureToGraph_ptsz(cs(s), cg(g), cn(deps),
+                                                      reinterpret_cast<const CUgraphEdgeData*>(edges), n,
+                                                      static_cast<CUstreamCaptureMode>(mode)))
 SIM_RT_PT_PAIR(cudaStreamEndCapture, (cudaStream_t s, cudaGraph_t* g),
                drv().cuStreamEndCapture(cs(s), reinterpret_cast<CUgraph*>(g)),
                drv().cuStreamEndCapture_ptsz(cs(s), reinterpret_cast<CUgraph*>(g)))
@@ -116,6 +125,43 @@ cudaError_t CUDARTAPI cudaGraphAddMemFreeNode(cudaGraphNode_t* out, cudaGraph_t 
   return call([&] {
     return drv().cuGraphAddMemFreeNode(cn(out), cg(g), cn(deps), n, reinterpret_cast<CUdeviceptr>(dptr));
   });
+}
+// cudaGraphAddNode: the node types the sim's driver models by this route
+// (drv_graph.cpp: empty, memset, memory nodes), converted field by field;
+// others are not simulated.
+cudaError_t CUDARTAPI cudaGraphAddNode(cudaGraphNode_t* out, cudaGraph_t g, const cudaGraphNode_t* deps,
+                                       const cudaGraphEdgeData* edges, size_t n, cudaGraphNodeParams* p) {
+  if (!p) return rt::ret(cudaErrorInvalidValue);
+  CUgraphNodeParams d{};
+  d.type = static_cast<CUgraphNodeType>(p->type);
+  switch (p->type) {
+    case cudaGraphNodeTypeEmpty:
+      break;
+    case cudaGraphNodeTypeMemset:
+      d.memset.dst = reinterpret_cast<CUdeviceptr>(p->memset.dst);
+      d.memset.pitch = p->memset.pitch;
+      d.memset.value = p->memset.value;
+      d.memset.elementSize = p->memset.elementSize;
+      d.memset.width = p->memset.width;
+      d.memset.height = p->memset.height;
+      break;
+    case cudaGraphNodeTypeMemAlloc:
+      d.alloc.poolProps.allocType = static_cast<CUmemAllocationType>(p->alloc.poolProps.allocType);
+      d.alloc.poolProps.location.type = static_cast<CUmemLocationType>(p->alloc.poolProps.location.type);
+      d.alloc.poolProps.location.id = p->alloc.poolProps.location.id;
+      d.alloc.bytesize = p->alloc.bytesize;
+      break;
+    case cudaGraphNodeTypeMemFree:
+      d.free.dptr = reinterpret_cast<CUdeviceptr>(p->free.dptr);
+      break;
+    default:
+      return rt::ret(cudaErrorNotSupported);
+  }
+  const cudaError_t e = call([&] {
+    return drv().cuGraphAddNode_v2(cn(out), cg(g), cn(deps), reinterpret_cast<const CUgraphEdgeData*>(edges), n, &d);
+  });
+  if (e == cudaSuccess && p->type == cudaGraphNodeTypeMemAlloc) p->alloc.dptr = reinterpret_cast<void*>(d.alloc.dptr);
+  return e;
 }
 cudaError_t CUDARTAPI cudaGraphGetNodes(cudaGraph_t g, cudaGraphNode_t* nodes, size_t* num) {
   return call([&] { return drv().cuGraphGetNodes(cg(g), cn(nodes), num); });

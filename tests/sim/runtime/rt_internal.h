@@ -163,6 +163,8 @@ namespace rt {
   /* stream capture and graphs (rt_graph.cpp) */              \
   X(cuStreamBeginCapture_v2, "cuStreamBeginCapture", false)    \
   X(cuStreamBeginCapture_v2_ptsz, "cuStreamBeginCapture", true) \
+  X(cuStreamBeginCaptureToGraph, "cuStreamBeginCaptureToGraph", false) \
+  X(cuStreamBeginCaptureToGraph_ptsz, "cuStreamBeginCaptureToGraph", true) \
   X(cuStreamEndCapture, "cuStreamEndCapture", false)           \
   X(cuStreamEndCapture_ptsz, "cuStreamEndCapture", true)       \
   X(cuStreamIsCapturing, "cuStreamIsCapturing", false)         \
@@ -177,6 +179,7 @@ namespace rt {
   X(cuGraphAddMemcpyNode, "cuGraphAddMemcpyNode", false)       \
   X(cuGraphAddMemAllocNode, "cuGraphAddMemAllocNode", false)   \
   X(cuGraphAddMemFreeNode, "cuGraphAddMemFreeNode", false)     \
+  X(cuGraphAddNode_v2, "cuGraphAddNode", false)                \
   X(cuGraphGetNodes, "cuGraphGetNodes", false)                 \
   X(cuGraphNodeGetType, "cuGraphNodeGetType", false)           \
   X(cuGraphInstantiateWithFlags, "cuGraphInstantiateWithFlags", false) \
