@@ -214,17 +214,6 @@ std::size_t python_call_head(const std::vector<OwnedFrame>& frames) {
   return 0;
 }
 
-// Likewise past the CUDA libraries' own innermost frames, where a hooked
-// driver call was the runtime's on the program's behalf
-// (cudaGraphAddNode reaching cuGraphAddNode): the program's call, not
-// "cudaGraphAddNode ← …". A stack of CUDA frames only keeps its innermost.
-std::size_t call_head(const std::vector<OwnedFrame>& frames) {
-  if (const std::size_t python = python_call_head(frames); python != 0) return python;
-  std::size_t i = 0;
-  while (i < frames.size() && frame_owner(frames[i]) == FrameOwner::cuda) ++i;
-  return i < frames.size() ? i : 0;
-}
-
 // How much a label shows; raised only for labels that would collide.
 enum Level : int {
   kNames = 0,        // innermost ← deciding frame; file:line where known
@@ -247,7 +236,7 @@ std::string frame_text(const OwnedFrame& f, bool with_location, bool full_name) 
 
 struct Distinct {
   const std::vector<OwnedFrame>* frames = nullptr;
-  std::size_t head = 0;              // the frame the label starts with (call_head)
+  std::size_t head = 0;              // the frame the label starts with (python_call_head)
   std::size_t deciding = 0;          // first frame no other stack shares with this one (with all before it)
   std::vector<std::size_t> parting;   // depths where it parts from the stacks its label collided with
   std::vector<std::size_t> branches;  // every depth where it parts from another stack, ascending
@@ -349,7 +338,7 @@ std::vector<std::string> label_call_sites(const std::vector<const std::vector<Ow
   for (std::size_t j = 0; j < n; ++j) {
     const std::size_t before = j > 0 ? shared[j - 1] : 0;
     const std::size_t after = j + 1 < n ? shared[j] : 0;
-    distinct[j].head = call_head(*distinct[j].frames);
+    distinct[j].head = python_call_head(*distinct[j].frames);
     distinct[j].deciding = first_user_frame(*distinct[j].frames, std::max({before, after, distinct[j].head}));
   }
 

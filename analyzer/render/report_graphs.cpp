@@ -3,6 +3,9 @@
 // and each graph: its memory nodes, where it was captured, its launches.
 #include "render/report_graphs.h"
 
+#include <algorithm>
+
+#include "analyze/stack_folding.h"
 #include "cumemtrace/analyzer/units.h"
 #include "render/report_text_sections.h"
 
@@ -16,11 +19,18 @@ std::string hex(std::uint64_t v) {
 }
 
 // A capture's stack is no allocating site (SiteLabels knows only those):
-// labelled from its own frames.
+// labelled from its own frames, past the CUDA libraries' innermost ones: a
+// memory node the runtime added for the program (cudaGraphAddNode reaching
+// the hooked cuGraphAddNode) was made where the program called it, not
+// "cudaGraphAddNode ← …". A stack of CUDA frames only keeps them.
 std::string capture_site(const Analysis& analysis, std::uint64_t stack) {
   const std::vector<OwnedFrame>* frames = analysis.stacks().find(stack);
   if (!frames || frames->empty()) return std::string(kNoStackLabel);
-  return label_call_sites({frames}, {"stack " + std::to_string(stack)}).front();
+  auto first = std::find_if(frames->begin(), frames->end(),
+                            [](const OwnedFrame& f) { return frame_owner(f) != FrameOwner::cuda; });
+  if (first == frames->end()) first = frames->begin();
+  const std::vector<OwnedFrame> from_program(first, frames->end());
+  return label_call_sites({&from_program}, {"stack " + std::to_string(stack)}).front();
 }
 
 }  // namespace
