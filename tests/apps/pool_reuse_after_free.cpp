@@ -15,6 +15,7 @@
 #include <cstdlib>
 #include <vector>
 
+#include "pool_pattern.h"
 #include "sim_test.h"
 
 int main(int argc, char** argv) {
@@ -38,16 +39,7 @@ int main(int argc, char** argv) {
   SIM_RT_OK(cudaMemcpy(b, pattern.data(), kSize, cudaMemcpyHostToDevice));
   SIM_RT_OK(cudaDeviceSynchronize());
 
-  std::vector<unsigned char> back(kSize, 0);
-  SIM_RT_OK(cudaMemcpy(back.data(), b, kSize, cudaMemcpyDeviceToHost));
-  std::size_t damaged = 0;
-  for (unsigned char c : back) damaged += c != kPattern;
-  std::printf("reused: %d\n", b == a ? 1 : 0);
-  if (damaged != 0) {
-    std::printf("pattern: %zu of %zu bytes overwritten\n", damaged, kSize);
-    return 1;
-  }
-  std::printf("pattern: intact\n");
+  if (!report_reuse_and_pattern(a, b, kSize, kPattern)) return 1;
   SIM_RT_OK(cudaFree(b));
   SIM_RT_OK(cudaStreamDestroy(s));
   return 0;

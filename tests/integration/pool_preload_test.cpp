@@ -151,6 +151,20 @@ TEST_F(PoolPreload, FreedBlockIsNotReusedWhileTheDeviceMayStillWriteIt) {
   EXPECT_EQ(check_pool_segments(lines), "");
 }
 
+// Each thread's per-thread default stream is a stream of its own, also for a
+// thread started after another exited (it used to get the exited thread's
+// thread-local storage, and with it that thread's stream in the pool).
+TEST_F(PoolPreload, AThreadsPerThreadStreamIsNotAnExitedThreads) {
+  const EnvChanges slow = {{"SIMCUDA_ASYNC_LATENCY_US", "50000"}};
+  const auto r = traced("pool_thread_streams", slow, {"4"});
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  // A's memory did go to B (after an ordering of the device), so the test
+  // tested something: a pool that took B's stream for A's handed it over
+  // at once, and A's queued memsets overwrote B's pattern.
+  EXPECT_EQ(r.out, "reused: 1\npattern: intact\n");
+  EXPECT_EQ(check_pool_segments(trace()), "");
+}
+
 // Issue 30: cudaFree'd memory comes back through an ordering of the device
 // (no wait), and its pages go back only once no queued work can touch them:
 // a pool that unmapped A's pages while the write to A was queued would make

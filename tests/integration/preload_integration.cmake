@@ -43,7 +43,7 @@ add_dependencies(integration_tests cumemtrace cumemtrace_preload known_sequence 
   route_runtime route_driver route_entry_points route_stream_ordered route_vmm route_semantics
   route_devices route_threads route_framework route_static_runtime route_real_runtime_static
   route_real_runtime_shared route_dlsym route_probe_local route_probe_early
-  pool_reuse_after_free pool_fragmentation pool_reset pool_give_back pool_destroyed_stream pool_mempool_stats pool_other_routes pool_ranges ipc_share oom_storm
+  pool_reuse_after_free pool_fragmentation pool_reset pool_give_back pool_destroyed_stream pool_thread_streams pool_mempool_stats pool_other_routes pool_ranges ipc_share oom_storm
   kernel_train_shared kernel_train_static
   simcuda_runtime simcuda_driver)
 if(TARGET python_embed)

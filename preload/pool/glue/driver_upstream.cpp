@@ -97,12 +97,20 @@ UpstreamResult result_of(CUresult rc) {
 }
 
 thread_local const char* last_segment_api_ = "cuMemAlloc_v2";
-thread_local char per_thread_stream_marker_ = 0;
+// The pool's handle for the calling thread's per-thread default stream: odd,
+// so never a real stream (a pointer), and never the same for two threads.
+// Not the address of a thread-local variable, as it was: a thread started
+// after another exited gets the same thread-local storage, and the pool
+// then took the new thread's stream for the old one's and handed it a block
+// the old thread's queued work still wrote (tests/apps/pool_thread_streams:
+// every byte overwritten).
+std::atomic<std::uintptr_t> next_thread_serial{1};
+thread_local std::uintptr_t per_thread_stream_handle_ = 0;
 
-// The driver's stream for a pool stream handle. Our per-thread marker is the
+// The driver's stream for a pool stream handle. Our per-thread handle is the
 // calling thread's own per-thread default stream (the pool calls the
 // upstream from the thread that allocates or frees on it); false for
-// another thread's marker.
+// another thread's handle.
 bool driver_stream(pool::StreamHandle stream, CUstream* out) {
   if (stream & 1u) {
     if (stream != per_thread_stream_handle()) return false;
@@ -140,7 +148,9 @@ void* current_context() {
 }
 
 std::uintptr_t per_thread_stream_handle() {
-  return reinterpret_cast<std::uintptr_t>(&per_thread_stream_marker_) | 1u;
+  if (per_thread_stream_handle_ == 0) [[unlikely]]
+    per_thread_stream_handle_ = (next_thread_serial.fetch_add(1, std::memory_order_relaxed) << 1) | 1u;
+  return per_thread_stream_handle_;
 }
 
 std::unique_ptr<DriverUpstream> DriverUpstream::create(int dev, bool vmm, std::size_t page_size) {
