@@ -93,7 +93,9 @@ enum class TakeResult : std::uint8_t {
 class LiveTable {
  public:
   // The query API's totals, kept from when they are turned on (Recorder).
-  explicit LiveTable(LiveUsage* usage = nullptr) : usage_(usage) {}
+  // A table without (the tests') counts into one never turned on: no null
+  // test on each call.
+  explicit LiveTable(LiveUsage& usage = LiveUsage::never_on()) : usage_(usage) {}
 
   // A pointer that is already live had its free go through a route we did
   // not see: the new allocation replaces it. A recently freed pointer that
@@ -104,16 +106,16 @@ class LiveTable {
     std::scoped_lock lock(s.mutex);
     bool inserted = false;
     Entry& entry = s.map.find_or_claim(ptr, inserted);
-    const bool counting = usage_ != nullptr && usage_->on();
+    const bool counting = usage_.on();
     if (inserted || !entry.live) {
       s.add_count(1);
     } else {
       s.add_bytes(0 - entry.allocation.size);
-      if (counting) usage_->remove(entry.allocation.dev, entry.allocation.size);
+      if (counting) usage_.remove(entry.allocation.dev, entry.allocation.size);
     }
     entry = Entry{a, 0, true};
     s.add_bytes(a.size);
-    return counting ? usage_->add(a.dev, a.size) : 0;
+    return counting ? usage_.add(a.dev, a.size) : 0;
   }
 
   struct Taken {
@@ -136,7 +138,7 @@ class LiveTable {
     remember_freed(s, ptr, e->serial);  // may move entries: e is not used after it
     s.add_count(std::uint64_t{0} - 1);
     s.add_bytes(0 - allocation.size);
-    if (usage_ != nullptr && usage_->on()) usage_->remove(allocation.dev, allocation.size);
+    if (usage_.on()) usage_.remove(allocation.dev, allocation.size);
     return {TakeResult::taken, allocation};
   }
 
@@ -164,7 +166,7 @@ class LiveTable {
         s.map.erase(dropped[i].first);
         s.add_count(std::uint64_t{0} - 1);
         s.add_bytes(0 - dropped[i].second.size);
-        if (usage_ != nullptr && usage_->on()) usage_->remove(dev, dropped[i].second.size);
+        if (usage_.on()) usage_.remove(dev, dropped[i].second.size);
       }
     }
     std::sort(dropped.begin(), dropped.end(),
@@ -270,7 +272,7 @@ class LiveTable {
   }
   static_assert(kShards == 64, "the shift above assumes 64 shards");
 
-  LiveUsage* const usage_;
+  LiveUsage& usage_;
   std::array<Shard, kShards> shards_;
 };
 
@@ -287,17 +289,17 @@ class VmmHandles {
     std::uint32_t epoch = 0;
   };
 
-  explicit VmmHandles(LiveUsage* usage = nullptr) : usage_(usage) {}
+  explicit VmmHandles(LiveUsage& usage = LiveUsage::never_on()) : usage_(usage) {}
 
   // Returns the total when the query API's watch line was crossed, else 0.
   std::uint64_t create(std::uint64_t handle, std::size_t size, int dev, std::uint32_t stack = 0, std::uint32_t epoch = 0) {
     std::scoped_lock lock(mutex_);
     forget_recent(handle);
-    const bool counting = usage_ != nullptr && usage_->on();
+    const bool counting = usage_.on();
     auto [it, inserted] = handles_.try_emplace(handle);
-    if (!inserted && counting) usage_->remove(it->second.dev, it->second.size);
+    if (!inserted && counting) usage_.remove(it->second.dev, it->second.size);
     it->second = Handle{size, dev, 1, stack, epoch};
-    return counting ? usage_->add(dev, size) : 0;
+    return counting ? usage_.add(dev, size) : 0;
   }
 
   // cuMemRetainAllocationHandle returned `handle` once more.
@@ -321,7 +323,7 @@ class VmmHandles {
     }
     Released r{TakeResult::taken, --it->second.refs == 0, it->second};
     if (r.last) {
-      if (usage_ != nullptr && usage_->on()) usage_->remove(it->second.dev, it->second.size);
+      if (usage_.on()) usage_.remove(it->second.dev, it->second.size);
       handles_.erase(it);
       recent_.push_back(handle);
       if (recent_.size() > kRecent) recent_.pop_front();
@@ -372,7 +374,7 @@ class VmmHandles {
     recent_.erase(std::remove(recent_.begin(), recent_.end(), handle), recent_.end());
   }
 
-  LiveUsage* const usage_;
+  LiveUsage& usage_;
   mutable std::mutex mutex_;
   std::unordered_map<std::uint64_t, Handle> handles_;
   std::deque<std::uint64_t> recent_;

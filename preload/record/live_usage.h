@@ -32,6 +32,11 @@ class LiveUsage {
   static constexpr std::uint64_t kNoWatch = UINT64_MAX;
 
   bool on() const { return on_.load(std::memory_order_relaxed); }
+  // For tables nobody queries (unit tests of the table alone).
+  static LiveUsage& never_on() {
+    static LiveUsage unused;
+    return unused;
+  }
 
   // Under the lock of the table that changed. Returns the total when it is
   // above the watch line, else 0 (the caller then takes the watch's

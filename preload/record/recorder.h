@@ -260,8 +260,8 @@ class Recorder {
   const std::uint64_t start_unix_ns_;
   TraceWriter writer_;
   LiveUsage usage_;  // before the tables, which count into it
-  LiveTable live_{&usage_};
-  VmmHandles vmm_{&usage_};
+  LiveTable live_{usage_};
+  VmmHandles vmm_{usage_};
   std::once_flag queries_once_;
   std::mutex watch_mutex_;  // between arming and reading (never taken by the snapshot)
   WatchSnapshot watch_;
