@@ -13,4 +13,5 @@ from .plugin import (  # noqa: F401  (pytest finds the hooks on this module)
     pytest_collection_modifyitems,
     pytest_configure,
     pytest_load_initial_conftests,
+    pytest_runtest_setup,
 )

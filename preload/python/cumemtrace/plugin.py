@@ -106,9 +106,28 @@ def _call_text(marker):
 
 def pytest_collection_modifyitems(session, config, items):
     # Bad limits stop the session before any test runs, measured or not.
+    # A pytest-xdist worker cannot stop it (its usage error would crash the
+    # worker, an INTERNALERROR): there the test fails at its setup with the
+    # same line.
+    worker = hasattr(config, "workerinput")
     for item in items:
-        marker_limit(item, PEAK_MARKER)
-        marker_limit(item, LEAK_MARKER)
+        for name in (PEAK_MARKER, LEAK_MARKER):
+            try:
+                marker_limit(item, name)
+            except pytest.UsageError as e:
+                if not worker:
+                    raise
+                item.user_properties.append((_BAD_LIMIT, str(e)))
+
+
+_BAD_LIMIT = "cumemtrace_bad_limit"
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item):
+    for name, value in item.user_properties:
+        if name == _BAD_LIMIT:
+            pytest.fail("usage error: " + value, pytrace=False)
 
 
 class _TestState:

@@ -380,6 +380,16 @@ def scenario_xdist(ctx):
     expect(re.search(r"trace written to 2 files: 2 complete", err) is not None,
            "the launcher does not report two complete traces")
 
+    # A worker cannot stop the session for a bad marker: its test errors at
+    # setup with the usage error's line instead (never an INTERNALERROR).
+    shutil.copytree(os.path.join(HERE, "bad_marker"), os.path.join(ctx.work, "bad_marker"))
+    rc, out, err = ctx.run([ctx.python, "-m", "pytest", "--cumemtrace", "-p", "xdist", "-n", "2", "-p",
+                            "no:cacheprovider", "-p", "cumemtrace", "bad_marker"], env)
+    expect(rc == 1 and "INTERNALERROR" not in out + err, "bad marker under xdist: exit %d, not 1 without an INTERNALERROR"
+           % rc)
+    expect("usage error: bad_marker/test_bad_marker.py::test_never_runs: @pytest.mark.limit_device_memory('a lot')"
+           in out and "1 error" in out, "bad marker under xdist: its test does not error at setup with the marker")
+
 
 def scenario_install(ctx):
     """`pip install ./preload/python` offline into a venv that sees Debian's
