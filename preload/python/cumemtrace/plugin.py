@@ -1,6 +1,7 @@
 """The pytest plugin (../README.md): each test's peak device memory, what it
 leaked and how much it grew, from libcumemtrace.so's query API in this
 process; limits per test (markers) and for the session (options)."""
+import os
 from collections import namedtuple
 
 import pytest
@@ -82,6 +83,12 @@ def pytest_configure(config):
                 raise pytest.UsageError("%s: libcumemtrace.so is not loaded; add --cumemtrace or run under "
                                         "`cumemtrace run -- pytest -p cumemtrace`" % limit.source)
         return
+    # pytest-xdist's workers each write a trace: a name without the pid
+    # would let the first take it and leave the others untraced.
+    output = os.environ.get("CUMEMTRACE_OUTPUT", "")
+    if getattr(config.option, "numprocesses", None) and output and "%p" not in output:
+        raise pytest.UsageError("pytest-xdist with the trace name %s: each worker writes its own trace, so the name "
+                                "needs %%p (the pid), e.g. --output run.%%p.jsonl" % output)
     config.pluginmanager.register(DeviceMemory(config, api, peak, leaked), "cumemtrace-device-memory")
 
 

@@ -380,6 +380,12 @@ def scenario_xdist(ctx):
     expect(re.search(r"trace written to 2 files: 2 complete", err) is not None,
            "the launcher does not report two complete traces")
 
+    # A trace name without the pid would leave all workers but one untraced.
+    fixed = ctx.base_env(PYTHONPATH=ctx.args.plugin_dir, CUMEMTRACE_OUTPUT=os.path.join(ctx.work, "fixed.jsonl"))
+    rc, out, err = ctx.run([ctx.python, "-m", "pytest", "--cumemtrace", "-p", "xdist", "-n", "2"] + ctx.pytest_args(),
+                           fixed)
+    expect(rc == 4 and "needs %p (the pid)" in err, "xdist with a trace name without %%p: exit %d, not 4 saying so" % rc)
+
     # A worker cannot stop the session for a bad marker: its test errors at
     # setup with the usage error's line instead (never an INTERNALERROR).
     shutil.copytree(os.path.join(HERE, "bad_marker"), os.path.join(ctx.work, "bad_marker"))
