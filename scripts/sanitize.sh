@@ -111,7 +111,9 @@ run_one() {
     # with the plain libcumemtrace.so, so ASan would check only the sim's
     # side, which the C++ programs already cover (they pass here, with no
     # report, when run by hand); the code they exercise (stacks/python_*)
-    # runs under both sanitizers in preload_unit_tests.
+    # runs under both sanitizers in preload_unit_tests. (python.pytest.*,
+    # the pytest plugin's, likewise: the query API they reach is
+    # preload_unit_tests' Queries.* there.)
     # clients.* tests: other programs reading our outputs (Chromium through
     # playwright, speedscope, DuckDB, pandas, tmux); the analyzer code that
     # wrote those outputs runs here in its own unit and golden tests, and

@@ -26,6 +26,10 @@ packages=(
   libpython3-dev         # tests/apps/python_embed: a program that embeds CPython
   python3-pandas         # README's pandas recipe, proved by a test (Debian's /usr/bin/python3)
   python3-numba          # Numba's driver test suite on the sim (tests/integration/numba)
+  python3-pytest         # the pytest plugin (preload/python) and its tests (tests/integration/pytest)
+  python3-setuptools     # `pip install ./preload/python`, offline (no build isolation)
+  python3-venv python3-pip  # the plugin's install test: a venv that sees Debian's pytest
+  python3-pytest-xdist   # the plugin under `pytest -n N`: one trace per worker
   tmux                   # `cumemtrace top`'s terminal test (capture-pane)
   nodejs                 # tests/js: playwright-core, speedscope and DuckDB (npm registry)
 )

@@ -149,6 +149,26 @@ std::optional<std::string> find_preload_library() {
   return std::nullopt;
 }
 
+// The pytest plugin's folder (preload/python), found as the library is:
+// <datadir>/cumemtrace/python installed, python/ in the build tree. Goes
+// first on the program's PYTHONPATH, the user's entries after it, so
+// `pytest -p cumemtrace` loads it without installing; absent, nothing
+// changes (most programs are not pytest).
+void add_pytest_plugin_to_python_path() {
+  const std::string dir = own_directory();
+  for (std::string relative : {CUMEMTRACE_INSTALL_BIN_TO_PYTHON, CUMEMTRACE_BUILD_BIN_TO_PYTHON}) {
+    const std::string folder = !relative.empty() && relative.front() == '/' ? relative : dir + "/" + relative;
+    if (!is_readable_file(folder + "/cumemtrace/__init__.py")) continue;
+    std::string value = absolute_path(folder).value_or(folder);
+    if (const char* existing = std::getenv("PYTHONPATH"); existing != nullptr && *existing != '\0') {
+      value += ':';
+      value += existing;
+    }
+    ::setenv("PYTHONPATH", value.c_str(), 1);
+    return;
+  }
+}
+
 // ld.so splits LD_PRELOAD at spaces and colons: ours goes first, the
 // existing entries stay.
 bool add_to_ld_preload(const std::string& library) {
@@ -657,6 +677,7 @@ CLI::App* add_run_command(CLI::App& app, RunArgs& args) {
 int run_command(const RunArgs& args) {
   const std::optional<std::string> library = find_preload_library();
   if (!library || !pass_options_on(args, *library) || !add_to_ld_preload(*library)) return kExitUsage;
+  add_pytest_plugin_to_python_path();
   // The library creates traces exclusively and never overwrites a file (so a
   // planted symlink cannot redirect one): an existing fixed path would leave
   // the run untraced, so it is refused before the program starts.

@@ -9,6 +9,8 @@
 //    with their reference count (cuMemRetainAllocationHandle adds one).
 //  - MappedRanges: the virtual ranges cuMemMap made usable.
 // VMM calls are rare (a few per segment), so the last two take one mutex.
+// The first two also keep the totals of the query API (live_usage.h) once
+// it is on, under their own locks.
 #pragma once
 
 #include <algorithm>
@@ -27,6 +29,7 @@
 #include "cumemtrace/trace_format.h"
 #include "cumemtrace/address_map.h"
 #include "pool/futex_lock.h"
+#include "record/live_usage.h"
 
 namespace cumemtrace::preload {
 
@@ -45,6 +48,20 @@ struct LiveAllocation {
   // False when its alloc line was dropped (the writer's back-pressure): its
   // free is dropped too, so the trace never holds half of a pair.
   bool recorded = true;
+  // For the query API: its call stack's id (0: none) and the epoch it was
+  // made in (live_usage.h). Stored with the entry the allocation writes
+  // anyway; an entry is 32 bytes with them, so none straddles a cache line.
+  std::uint32_t stack = 0;
+  std::uint32_t epoch = 0;
+};
+
+// One allocation as the query API reports it.
+struct HeldAllocation {
+  std::uintptr_t ptr = 0;
+  std::size_t size = 0;
+  int dev = 0;
+  std::uint32_t stack = 0;
+  std::uint32_t epoch = 0;
 };
 
 // Which kinds of memory a free function gives back.
@@ -75,21 +92,30 @@ enum class TakeResult : std::uint8_t {
 
 class LiveTable {
  public:
+  // The query API's totals, kept from when they are turned on (Recorder).
+  // A table without (the tests') counts into one never turned on: no null
+  // test on each call.
+  explicit LiveTable(LiveUsage& usage = LiveUsage::never_on()) : usage_(usage) {}
+
   // A pointer that is already live had its free go through a route we did
   // not see: the new allocation replaces it. A recently freed pointer that
-  // is handed out again is no longer "recently freed".
-  void insert(std::uintptr_t ptr, const LiveAllocation& a) {
+  // is handed out again is no longer "recently freed". Returns the total
+  // when the query API's watch line was crossed, else 0 (LiveUsage::add).
+  std::uint64_t insert(std::uintptr_t ptr, const LiveAllocation& a) {
     Shard& s = shard(ptr);
     std::scoped_lock lock(s.mutex);
     bool inserted = false;
     Entry& entry = s.map.find_or_claim(ptr, inserted);
+    const bool counting = usage_.on();
     if (inserted || !entry.live) {
       s.add_count(1);
     } else {
       s.add_bytes(0 - entry.allocation.size);
+      if (counting) usage_.remove(entry.allocation.dev, entry.allocation.size);
     }
     entry = Entry{a, 0, true};
     s.add_bytes(a.size);
+    return counting ? usage_.add(a.dev, a.size) : 0;
   }
 
   struct Taken {
@@ -112,6 +138,7 @@ class LiveTable {
     remember_freed(s, ptr, e->serial);  // may move entries: e is not used after it
     s.add_count(std::uint64_t{0} - 1);
     s.add_bytes(0 - allocation.size);
+    if (usage_.on()) usage_.remove(allocation.dev, allocation.size);
     return {TakeResult::taken, allocation};
   }
 
@@ -139,6 +166,7 @@ class LiveTable {
         s.map.erase(dropped[i].first);
         s.add_count(std::uint64_t{0} - 1);
         s.add_bytes(0 - dropped[i].second.size);
+        if (usage_.on()) usage_.remove(dev, dropped[i].second.size);
       }
     }
     std::sort(dropped.begin(), dropped.end(),
@@ -157,6 +185,30 @@ class LiveTable {
     return total;
   }
 
+  // The query API (cold): each live allocation, one shard locked at a time.
+  template <typename F>
+  void for_each_held(F&& f) {
+    for (Shard& s : shards_) {
+      std::scoped_lock lock(s.mutex);
+      visit(s, f);
+    }
+  }
+  // `f(visit_all)` with every shard locked, where visit_all(g) calls g on
+  // each live allocation: nothing changes meanwhile (LiveUsage::start).
+  template <typename F>
+  void with_all_locked(F&& f) {
+    for (Shard& s : shards_) s.mutex.lock();
+    try {
+      f([this](auto&& g) {
+        for (Shard& s : shards_) visit(s, g);
+      });
+    } catch (...) {
+      for (Shard& s : shards_) s.mutex.unlock();
+      throw;
+    }
+    for (Shard& s : shards_) s.mutex.unlock();
+  }
+
  private:
   static constexpr std::size_t kShards = 64;
   // Recently freed pointers remembered per shard (2,048 in all): enough to
@@ -171,6 +223,7 @@ class LiveTable {
     std::uint32_t serial = 0;
     bool live = true;
   };
+  static_assert(sizeof(Entry) == 32, "an entry per cache-line half (LiveAllocation's note)");
 
   struct alignas(64) Shard {
     pool::FutexLock mutex;
@@ -194,6 +247,13 @@ class LiveTable {
     std::uint32_t serial = 0;
   };
 
+  template <typename F>
+  static void visit(Shard& s, F& f) {
+    s.map.for_each([&](std::uint64_t ptr, const Entry& e) {
+      if (e.live) f(HeldAllocation{ptr, e.allocation.size, e.allocation.dev, e.allocation.stack, e.allocation.epoch});
+    });
+  }
+
   static void remember_freed(Shard& s, std::uintptr_t ptr, std::uint32_t serial) {
     auto& slot = s.recent[s.next];
     if (slot.second != 0) {
@@ -212,6 +272,7 @@ class LiveTable {
   }
   static_assert(kShards == 64, "the shift above assumes 64 shards");
 
+  LiveUsage& usage_;
   std::array<Shard, kShards> shards_;
 };
 
@@ -224,12 +285,21 @@ class VmmHandles {
     std::size_t size = 0;
     int dev = 0;
     int refs = 1;
+    std::uint32_t stack = 0;  // as LiveAllocation's
+    std::uint32_t epoch = 0;
   };
 
-  void create(std::uint64_t handle, std::size_t size, int dev) {
+  explicit VmmHandles(LiveUsage& usage = LiveUsage::never_on()) : usage_(usage) {}
+
+  // Returns the total when the query API's watch line was crossed, else 0.
+  std::uint64_t create(std::uint64_t handle, std::size_t size, int dev, std::uint32_t stack = 0, std::uint32_t epoch = 0) {
     std::scoped_lock lock(mutex_);
     forget_recent(handle);
-    handles_[handle] = Handle{size, dev, 1};
+    const bool counting = usage_.on();
+    auto [it, inserted] = handles_.try_emplace(handle);
+    if (!inserted && counting) usage_.remove(it->second.dev, it->second.size);
+    it->second = Handle{size, dev, 1, stack, epoch};
+    return counting ? usage_.add(dev, size) : 0;
   }
 
   // cuMemRetainAllocationHandle returned `handle` once more.
@@ -253,6 +323,7 @@ class VmmHandles {
     }
     Released r{TakeResult::taken, --it->second.refs == 0, it->second};
     if (r.last) {
+      if (usage_.on()) usage_.remove(it->second.dev, it->second.size);
       handles_.erase(it);
       recent_.push_back(handle);
       if (recent_.size() > kRecent) recent_.pop_front();
@@ -278,7 +349,24 @@ class VmmHandles {
     return total;
   }
 
+  // The query API (cold), as LiveTable's.
+  template <typename F>
+  void for_each_held(F&& f) {
+    std::scoped_lock lock(mutex_);
+    visit(f);
+  }
+  template <typename F>
+  void with_all_locked(F&& f) {
+    std::scoped_lock lock(mutex_);
+    f([this](auto&& g) { visit(g); });
+  }
+
  private:
+  template <typename F>
+  void visit(F& f) const {
+    for (const auto& [h, v] : handles_) f(HeldAllocation{h, v.size, v.dev, v.stack, v.epoch});
+  }
+
   static constexpr std::size_t kRecent = 256;
 
   void forget_recent(std::uint64_t handle) {
@@ -286,6 +374,7 @@ class VmmHandles {
     recent_.erase(std::remove(recent_.begin(), recent_.end(), handle), recent_.end());
   }
 
+  LiveUsage& usage_;
   mutable std::mutex mutex_;
   std::unordered_map<std::uint64_t, Handle> handles_;
   std::deque<std::uint64_t> recent_;

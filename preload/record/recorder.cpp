@@ -154,17 +154,31 @@ void Recorder::describe_device_once(int dev) {
 void Recorder::on_alloc(const AllocationFacts& f) {
   if (inert_.load(std::memory_order_relaxed)) return;
   const bool vmm = f.kind == format::MemoryKind::vmm;
-  if (vmm) {
-    vmm_.create(f.ptr, f.size, f.dev);
-  } else {
-    if (f.ptr == 0) return;
-    live_.insert(f.ptr, LiveAllocation{f.size, f.dev, f.kind, f.context_bound, f.block != 0});
+  if (!vmm && f.ptr == 0) return;
+  // The stack is captured before the allocation enters the table, which
+  // keeps its id for the query API (nothing can free the pointer before
+  // this hook returns it to the program).
+  const bool open = ensure_trace_open();
+  std::uint32_t stack = 0;
+  if (open) {
+    describe_device_once(f.dev);
+    stack = stacks_.current_stack_id();
   }
-  if (!ensure_trace_open()) return;
-  describe_device_once(f.dev);
+  const std::uint32_t epoch = usage_.epoch();
+  const std::uint64_t over_watch_line =
+      vmm ? vmm_.create(f.ptr, f.size, f.dev, stack, epoch)
+          : live_.insert(f.ptr, LiveAllocation{.size = f.size,
+                                               .dev = f.dev,
+                                               .kind = f.kind,
+                                               .context_bound = f.context_bound,
+                                               .pooled = f.block != 0,
+                                               .stack = stack,
+                                               .epoch = epoch});
+  if (over_watch_line != 0) [[unlikely]] take_watch_snapshot(over_watch_line);
+  if (!open) return;
 
   CompactEvent event = compact_event(format::Event::alloc, f.api, f.kind, f.dev, f.ptr, f.size, f.stream);
-  event.stack = stacks_.current_stack_id();
+  event.stack = stack;
   if (f.block != 0) {
     event.block = f.block;
     event.optional |= CompactEvent::kHasBlock;

@@ -13,6 +13,7 @@
 // address is the segment (`segment_alloc` at map, `segment_free` at unmap).
 #pragma once
 
+#include <array>
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
@@ -21,11 +22,13 @@
 #include <string>
 #include <string_view>
 #include <unordered_map>
+#include <vector>
 
 #include "config/config.h"
 #include "cumemtrace/pool/pool_stats.h"
 #include "cumemtrace/trace_format.h"
 #include "record/live_table.h"
+#include "record/live_usage.h"
 #include "stacks/stack_recorder.h"
 #include "trace/trace_writer.h"
 
@@ -195,6 +198,24 @@ class Recorder {
   std::uint64_t live_count() const { return live_.count() + vmm_.count(); }
   std::uint64_t live_bytes() const { return live_.bytes() + vmm_.bytes(); }
 
+  // ---- the query API of cumemtrace.h (record/queries.cpp) ----------------
+  // Cold: a test harness asks between tests. The first call of any turns
+  // the totals on (LiveUsage); none is for a signal handler.
+
+  // Figures of device `dev`, or of all devices for -1; false for another.
+  bool usage(int dev, UsageFigures& out);
+  void reset_peaks();
+  std::uint32_t checkpoint();
+  // The allocations held now that were made since `checkpoint`, the
+  // `keep` largest, largest first; `total` says how many there are.
+  std::vector<HeldAllocation> held_since(std::uint32_t checkpoint, std::size_t keep, std::uint64_t& total);
+  // Arms the watch (cumemtrace_query_watch); kNoWatch disarms.
+  void watch(std::uint32_t checkpoint, std::uint64_t above_bytes);
+  // What the last watch kept, largest first (`total`: how many were held).
+  std::vector<HeldAllocation> watched(std::size_t keep, std::uint64_t& total);
+  // A stack's frames as cumemtrace_query_stack writes them; empty if unknown.
+  std::string describe_stack(std::uint32_t id) { return stacks_.describe(id); }
+
  private:
   bool ensure_trace_open();
   void describe_device_once(int dev);
@@ -213,12 +234,37 @@ class Recorder {
   // `error` line carries its stack either way.
   [[gnu::always_inline]] std::uint32_t free_stack_id() { return config_.free_stacks ? stacks_.current_stack_id() : 0; }
 
+  // Turns the query API's totals on, once (queries.cpp).
+  void start_queries();
+  // An allocation took the total to `total`, over the watch line: keeps
+  // the largest allocations made since the watch's checkpoint. On the
+  // allocating thread, once per arming: no allocation, one table lock at a
+  // time.
+  [[gnu::noinline]] void take_watch_snapshot(std::uint64_t total) noexcept;
+
+  // What the watch keeps (cumemtrace_query_watch): a fixed array, so
+  // taking it allocates nothing.
+  struct WatchSnapshot {
+    static constexpr std::size_t kKept = 64;
+    static constexpr int kIdle = 0, kArmed = 1, kTaking = 2, kTaken = 3;
+    std::atomic<int> state{kIdle};  // the claim: armed -> taking by one thread
+    std::uint64_t line = 0;         // written before state becomes armed
+    std::uint32_t since = 0;
+    std::array<HeldAllocation, kKept> kept{};
+    std::size_t stored = 0;
+    std::uint64_t total = 0;
+  };
+
   const Config& config_;
   const DeviceQuery query_;
   const std::uint64_t start_unix_ns_;
   TraceWriter writer_;
-  LiveTable live_;
-  VmmHandles vmm_;
+  LiveUsage usage_;  // before the tables, which count into it
+  LiveTable live_{usage_};
+  VmmHandles vmm_{usage_};
+  std::once_flag queries_once_;
+  std::mutex watch_mutex_;  // between arming and reading (never taken by the snapshot)
+  WatchSnapshot watch_;
   MappedRanges mapped_;
   StackRecorder stacks_;
 

@@ -1,5 +1,8 @@
 #include "stacks/stack_recorder.h"
 
+#include <cstdio>
+#include <string_view>
+
 #include "cumemtrace/trace_format.h"
 #include "common/diagnostics.h"
 
@@ -195,6 +198,56 @@ void StackRecorder::write_stack_event(std::uint32_t id, std::span<const std::uin
   }
   body.ch(']');
   writer_.emit(format::name(format::Event::stack), body);
+}
+
+namespace {
+
+// A field of a describe() line: tabs and line ends would split it.
+void append_field(std::string& out, std::string_view text) {
+  for (const char c : text) out.push_back(c == '\t' || c == '\n' || c == '\r' ? ' ' : c);
+}
+
+}  // namespace
+
+std::string StackRecorder::describe(std::uint32_t id) {
+  if (!enabled_ || !prepared_.load(std::memory_order_acquire) || !table_) return {};
+  const std::span<const std::uintptr_t> frames = table_->frames_of(id);
+  python::PythonFrames* const python = python_.load(std::memory_order_acquire);
+  const bool with_python = python != nullptr && std::any_of(frames.begin(), frames.end(), [](std::uintptr_t w) {
+                             return python::is_python_word(w);
+                           });
+  std::string out;
+  for (const std::uintptr_t word : frames) {
+    if (with_python && python::is_python_word(word)) {
+      const python::FunctionName function = python->function(python::function_of(word));
+      out += "py\t";
+      append_field(out, function.file);
+      out += '\t';
+      out += std::to_string(std::max(python::line_of(word), 0));
+      out += '\t';
+      append_field(out, function.name);
+      out += '\n';
+      continue;
+    }
+    const NamedFrame frame = namer_.name(word);
+    // Perf trampolines repeat a Python frame (as in write_stack_event).
+    if (with_python && frame.fn && frame.fn->starts_with("py::") && frame.module &&
+        frame.module->ends_with(".map")) {
+      continue;
+    }
+    out += "native\t";
+    append_field(out, frame.module.value_or(""));
+    out += '\t';
+    if (frame.off) {
+      char hex[2 + 16 + 1];
+      std::snprintf(hex, sizeof hex, "0x%llx", static_cast<unsigned long long>(*frame.off));
+      out += hex;
+    }
+    out += '\t';
+    append_field(out, frame.fn.value_or(""));
+    out += '\n';
+  }
+  return out;
 }
 
 }  // namespace cumemtrace::preload

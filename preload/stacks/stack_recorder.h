@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <string>
 
 #include "stacks/frame_namer.h"
 #include "stacks/frame_walker.h"
@@ -76,6 +77,11 @@ class StackRecorder {
   // process has no interpreter or Python frames are off. Looks for the
   // interpreter if no capture has yet.
   std::string python_note();
+
+  // Stack `id`'s frames as cumemtrace_query_stack writes them (cumemtrace.h:
+  // one line per frame, innermost first, tab-separated); empty when the id
+  // is unknown. Names frames now: cold, for the query API only.
+  std::string describe(std::uint32_t id);
 
   // Frames of ours above the application's that a raw backtrace may hold
   // (the hook, its helpers, the recorder), with room to spare.

@@ -48,11 +48,21 @@ StackTable::StackTable(std::size_t slots, std::size_t frame_capacity, Hasher has
   static_assert(alignof(Slot) >= std::atomic_ref<std::uint64_t>::required_alignment);
   slots_ = static_cast<Slot*>(reserve_zeroed((mask_ + 1) * sizeof(Slot)));
   frames_ = static_cast<std::uintptr_t*>(reserve_zeroed(frame_capacity_ * sizeof(std::uintptr_t)));
+  by_id_ = static_cast<std::uint64_t*>(reserve_zeroed((max_claimed_ + 1) * sizeof(std::uint64_t)));
 }
 
 StackTable::~StackTable() {
   if (slots_) ::munmap(slots_, (mask_ + 1) * sizeof(Slot));
   if (frames_) ::munmap(frames_, frame_capacity_ * sizeof(std::uintptr_t));
+  if (by_id_) ::munmap(by_id_, (max_claimed_ + 1) * sizeof(std::uint64_t));
+}
+
+std::span<const std::uintptr_t> StackTable::frames_of(std::uint32_t id) const {
+  if (id == 0 || id > max_claimed_ || !by_id_ || !frames_) return {};
+  const std::uint64_t entry = std::atomic_ref(by_id_[id]).load(std::memory_order_acquire);
+  const std::size_t depth = entry & 0xffff;
+  if (depth == 0) return {};
+  return {frames_ + (entry >> 16), depth};
 }
 
 std::uint32_t StackTable::intern_impl(std::span<const std::uintptr_t> ips, NewStackCallback on_new,
@@ -102,6 +112,11 @@ std::uint32_t StackTable::fill(Slot& slot, std::span<const std::uintptr_t> ips,
   slot.first_frame = first;
   slot.depth = static_cast<std::uint32_t>(ips.size());
   const std::uint32_t id = next_id_.fetch_add(1, std::memory_order_relaxed);
+  // Ids stay at most max_claimed_: one per claimed slot. Depth fits 16 bits
+  // (kMaxDepth).
+  if (by_id_ && id <= max_claimed_) {
+    std::atomic_ref(by_id_[id]).store(std::uint64_t{first} << 16 | ips.size(), std::memory_order_release);
+  }
   try {
     on_new(context, id, ips);
   } catch (...) {

@@ -51,6 +51,10 @@ class StackTable {
 
   // Distinct stacks given an id so far.
   std::uint32_t size() const { return next_id_.load(std::memory_order_relaxed) - 1; }
+
+  // The frames of stack `id`, as interned; empty for an id not (yet) given.
+  // For the query API (cumemtrace_query_stack): cold, never on a capture.
+  std::span<const std::uintptr_t> frames_of(std::uint32_t id) const;
   // True once a new stack has been turned away for lack of room.
   bool overflowed() const { return overflowed_.load(std::memory_order_relaxed); }
 
@@ -89,6 +93,9 @@ class StackTable {
   const std::size_t frame_capacity_;
   Slot* slots_ = nullptr;          // anonymous mappings: zero pages until written
   std::uintptr_t* frames_ = nullptr;
+  // By id: first_frame << 16 | depth (0 until the id's frames are stored),
+  // only ever accessed through std::atomic_ref. Written once per new stack.
+  std::uint64_t* by_id_ = nullptr;
   std::atomic<std::size_t> claimed_{0};
   std::atomic<std::size_t> frames_used_{0};
   std::atomic<std::uint32_t> next_id_{1};
