@@ -9,7 +9,7 @@ set(layout_allow
   # with the pool's parser)
   contract=pool
   # preload: hooks -> record -> stacks, pool -> trace; contract and common below
-  common=  trace=common,contract  stacks=trace  markers=
+  common=  trace=contract  stacks=trace,common  markers=
   record=trace,stacks,pool  pool=
   # analyzer: render, export, commands -> analyze -> read -> analyzer_common;
   # read completes killed traces with the contract's recovery
