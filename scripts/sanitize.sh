@@ -75,12 +75,14 @@ run_one() {
   # ASan+UBSan: everything. TSan finds races between threads only, and the
   # analyzer (CLI included) runs on one thread: its unit, golden and HTML
   # tests are not run there; the tests whose code runs on several threads
-  # are: the pool, the preload's core (writer, flush thread), the simulated
-  # device (stream workers) and the programs under cumemtrace on it.
+  # are: the pool, the preload's core (writer, flush thread) and what it
+  # shares with the analyzer (contract/: the line builder and warnings of
+  # every thread), the simulated device (stream workers) and the programs
+  # under cumemtrace on it.
   local -a targets=() select=()
   if [[ $kind == thread ]]; then
     # (demo_training_loop: the installation test installs it.)
-    targets=(pool_unit_tests preload_unit_tests integration_tests demo_training_loop)
+    targets=(pool_unit_tests preload_unit_tests contract_unit_tests integration_tests demo_training_loop)
     # The programs of the simulated device's own tests (tests/apps/sim_apps.cmake).
     while read -r name; do targets+=("$name"); done < <(
       ninja -C "$build" -t targets all | sed -n 's/^\(sim_[A-Za-z0-9_]*\): phony$/\1/p')
@@ -102,7 +104,7 @@ run_one() {
     #    they fork while other threads run, which ThreadSanitizer does not
     #    support (a lock of its runtime held by a thread that is gone in the
     #    child: the child hangs in exit()). The plain and ASan runs check them.
-    select=(-R '^(pool\.|preload\.|integration\.|sim_)'
+    select=(-R '^(pool\.|preload\.|contract\.|integration\.|sim_)'
       -E '^(integration\.((SeedsWorkload|SeedsAtNinetyPercent|SeedsAtNinetySevenPercent|TorchSnapshots|VarlenWorkloads|Shapes/VarlenWorkload|Workloads/StepLoop)\..*|Survive\.ExitFromDestructorsHandlersAndOtherThreads|RunOptions\.SignalSentToTheLauncherEndsTheProgramAndItsTrace|Processes\.ForksWhileTheParentWritesNeverDeadlockOrLeak|BadOptions\..*)|sim_fork_exit)$')
   else
     # Not run: it measures the analyzer's resident memory, which ASan's

@@ -13,9 +13,9 @@
 #include <cstring>
 #include <vector>
 
-#include "cumemtrace/output_template.h"
-#include "trace/output_path.h"
-#include "trace/pending_log.h"
+#include "output/output_template.h"
+#include "output/output_path.h"
+#include "pending/pending_log.h"
 
 namespace cumemtrace::cli {
 
@@ -153,12 +153,12 @@ namespace cumemtrace::cli {
 namespace {
 
 // The values the library itself puts in a name (recorder.cpp), for this process.
-format::TemplateValues trace_name_values() {
-  format::TemplateValues values;
+contract::TemplateValues trace_name_values() {
+  contract::TemplateValues values;
   values.pid = static_cast<long>(::getpid());
   char host[HOST_NAME_MAX + 1] = {};
   if (::gethostname(host, sizeof host - 1) == 0) values.host = host;
-  values.rank = format::rank_from_environment();  // the program inherits our environment
+  values.rank = contract::rank_from_environment();  // the program inherits our environment
   values.start_unix_ns = static_cast<std::uint64_t>(
       std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch())
           .count());
@@ -174,17 +174,17 @@ std::string directory_of(const std::string& path) {
 }  // namespace
 
 std::string trace_output_problem(const std::string& output_template) {
-  const format::TemplateValues values = trace_name_values();
+  const contract::TemplateValues values = trace_name_values();
   // Another pid and another second: what changes with them is not known
   // before the program runs.
-  format::TemplateValues other = values;
+  contract::TemplateValues other = values;
   other.pid += 1;
   *other.start_unix_ns += 86'401'000'000'000ull;
-  const auto path = format::expand_output_template(output_template, values);
-  const auto other_path = format::expand_output_template(output_template, other);
+  const auto path = contract::expand_output_template(output_template, values);
+  const auto other_path = contract::expand_output_template(output_template, other);
   if (!path || !other_path || directory_of(*path) != directory_of(*other_path)) return {};
   const bool fixed = *path == *other_path;
-  const int fd = preload::create_trace_file(*path);
+  const int fd = contract::create_trace_file(*path);
   if (fd >= 0) {
     ::close(fd);
     ::unlink(path->c_str());
@@ -195,7 +195,7 @@ std::string trace_output_problem(const std::string& output_template) {
   if (fd == -EEXIST && !fixed) return {};
   const std::string dir = directory_of(*path);
   struct stat st {};
-  std::string why = preload::trace_file_error(fd);
+  std::string why = contract::trace_file_error(fd);
   if (fd == -ENOENT && ::stat(dir.c_str(), &st) != 0) why = "the directory " + dir + " does not exist";
   if (fd == -ENOTDIR) why = dir + " is not a directory";
   return "cannot create the trace file " + *path + (fixed ? "" : " (" + output_template + " for this process)") +
@@ -203,7 +203,7 @@ std::string trace_output_problem(const std::string& output_template) {
 }
 
 std::string trace_file_pattern(const std::string& output_template) {
-  const format::TemplateValues values = trace_name_values();
+  const contract::TemplateValues values = trace_name_values();
   const auto literal = [](std::string& out, std::string_view text) {
     for (const char c : text) {
       if (c == '*' || c == '?' || c == '[' || c == '\\') out += '\\';
@@ -219,8 +219,8 @@ std::string trace_file_pattern(const std::string& output_template) {
     switch (const char c = output_template[++i]) {
       case 'p':
       case 't': pattern += '*'; break;
-      case 'h': literal(pattern, format::file_name_safe(values.host)); break;
-      case 'r': literal(pattern, format::file_name_safe(values.rank)); break;
+      case 'h': literal(pattern, contract::file_name_safe(values.host)); break;
+      case 'r': literal(pattern, contract::file_name_safe(values.rank)); break;
       case '%': pattern += '%'; break;
       default:  // kept as written, as the library keeps it
         pattern += '%';
@@ -237,9 +237,9 @@ TraceFileStamps trace_file_stamps(const std::string& pattern) {
     for (std::size_t i = 0; i < found.gl_pathc; ++i) {
       struct stat st {};
       // The library never writes through a symlink: lstat, regular files
-      // only; a trace's pending file (trace/pending_log.h) is not a trace.
+      // only; a trace's pending file (pending/pending_log.h) is not a trace.
       if (::lstat(found.gl_pathv[i], &st) != 0 || !S_ISREG(st.st_mode)) continue;
-      if (std::string_view(found.gl_pathv[i]).ends_with(preload::pending::kSuffix)) continue;
+      if (std::string_view(found.gl_pathv[i]).ends_with(contract::pending::kSuffix)) continue;
       stamps[found.gl_pathv[i]] = {st.st_dev, st.st_ino, st.st_mtim.tv_sec, st.st_mtim.tv_nsec, st.st_size};
     }
   }

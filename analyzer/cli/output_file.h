@@ -55,8 +55,9 @@ std::string write_streamed(const std::string& path, const std::function<void(std
 }  // namespace cumemtrace::cli
 
 // ---- The trace files of `cumemtrace run` ----------------------------------
-// The library creates them (preload/trace/output_path.h); `run` checks
-// before the program starts that it can, and afterwards which ones appeared.
+// The library creates them (contract/output/output_path.h, which `run` links
+// too); `run` checks before the program starts that it can, and afterwards
+// which ones appeared.
 namespace cumemtrace::cli {
 
 // Why the library could not create a trace from `output_template` (one

@@ -24,9 +24,9 @@
 #include <vector>
 
 #include "commands.h"
-#include "config/config.h"
+#include "options/config.h"
 #include "cumemtrace/analyzer/trace_reader.h"
-#include "cumemtrace/output_template.h"
+#include "output/output_template.h"
 #include "cumemtrace/trace_format.h"
 #include "exit_codes.h"
 #include "live_view.h"
@@ -194,11 +194,11 @@ std::string host_name() {
 // The trace path for the program's pid, unless the template holds the start
 // time (%t), which only the program itself knows.
 std::optional<std::string> expected_trace_path(const std::string& output_template, pid_t pid) {
-  format::TemplateValues values;
+  contract::TemplateValues values;
   values.pid = static_cast<long>(pid);
   values.host = host_name();
-  values.rank = format::rank_from_environment();  // the program inherits our environment
-  return format::expand_output_template(output_template, values);
+  values.rank = contract::rank_from_environment();  // the program inherits our environment
+  return contract::expand_output_template(output_template, values);
 }
 
 // The path a template names whatever the program's pid, or nothing when it
@@ -238,7 +238,7 @@ bool pass_options_on(const RunArgs& args, const std::string& library) {
   for (const ForwardedOption& option : kForwarded) {
     const std::optional<std::string>& value = args.*option.value;
     if (!value) continue;
-    if (const auto problem = preload::option_value_problem(option.env, *value)) {
+    if (const auto problem = contract::option_value_problem(option.env, *value)) {
       spdlog::error("{} '{}': {}", option.flag, *value, *problem);
       return false;
     }

@@ -1,6 +1,6 @@
 // A trace whose process was killed (SIGKILL, the OOM killer) is completed
 // before it is read: the events its threads had recorded but not yet
-// written are in `<trace>.pending` (preload/trace/pending_log.h), and the
+// written are in `<trace>.pending` (contract/pending/pending_log.h), and the
 // trace gets them and its `end` line, reason `killed`.
 #include <cstdio>
 #include <string>
@@ -8,7 +8,7 @@
 
 #include "cumemtrace/analyzer/trace_reader.h"
 #include "read/killed_trace.h"
-#include "trace/pending_recovery.h"
+#include "pending/pending_recovery.h"
 
 namespace cumemtrace::analyzer::detail {
 
@@ -62,8 +62,8 @@ void complete_killed_trace(const std::string& path) {
 namespace cumemtrace::analyzer {
 
 KilledTraceOutcome complete_killed_trace(const std::string& path) {
-  const preload::pending::RecoveryResult r = preload::pending::recover_pending(path, &detail::live_fields);
-  using Status = preload::pending::RecoveryResult::Status;
+  const contract::pending::RecoveryResult r = contract::pending::recover_pending(path, &detail::live_fields);
+  using Status = contract::pending::RecoveryResult::Status;
   KilledTraceOutcome out;
   switch (r.status) {
     case Status::recovered:

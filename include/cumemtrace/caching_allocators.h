@@ -1,6 +1,6 @@
 // The caching allocators of the frameworks people profile, by the libraries
 // that call cudaMalloc / cuMemAlloc for them. The preload leaves their
-// requests to the driver (preload/config/step_aside_rule.h, option
+// requests to the driver (contract/options/step_aside_rule.h, option
 // CUMEMTRACE_POOL_STEP_ASIDE=auto); the analyzer's advice recognises their
 // segments in a trace, which cannot be replayed tensor by tensor
 // (analyzer/commands/advise.h).

@@ -132,7 +132,7 @@ constexpr EndReason parse_end_reason(std::string_view s) {
 }
 
 // Environment variables read by libcumemtrace.so (the full option table lives
-// in preload/config/config.cpp; these are the ones other processes set).
+// in contract/options/config.cpp; these are the ones other processes set).
 inline constexpr const char* kEnvOutput = "CUMEMTRACE_OUTPUT";
 inline constexpr const char* kDefaultOutputTemplate = "cumemtrace.%h.%p.jsonl";
 

@@ -5,8 +5,8 @@
 #include <algorithm>
 #include <atomic>
 
-#include "config/config.h"
-#include "common/diagnostics.h"
+#include "options/config.h"
+#include "text/diagnostics.h"
 #include "pool/glue/pool_glue.h"
 #include "pool/glue/device_order.h"
 #include "pool/glue/driver_upstream.h"
@@ -27,7 +27,8 @@ std::atomic<Recorder*> g_recorder{nullptr};
 
 // The recorder a process, or a forked child, starts with.
 Recorder* make_recorder() {
-  return new Recorder(config(), &query_device_from_driver, native_stack_platform(config().unwinder, config().python));
+  return new Recorder(contract::config(), &query_device_from_driver,
+                      native_stack_platform(contract::config().unwinder, contract::config().python));
 }
 
 }  // namespace
@@ -87,7 +88,7 @@ void adjust_memory_info(std::size_t& free_bytes, std::size_t& total_bytes) noexc
   total_bytes = info.total;
 }
 
-bool caching_pool() noexcept { return config().pool == Config::PoolMode::caching; }
+bool caching_pool() noexcept { return contract::config().pool == contract::Config::PoolMode::caching; }
 
 namespace {
 
@@ -302,7 +303,7 @@ void on_fork_in_child() {
   } catch (...) {
     return;  // out of memory in the child: it runs untraced
   }
-  if (config().fork == ForkMode::off) child->stop_recording();
+  if (contract::config().fork == contract::ForkMode::off) child->stop_recording();
   g_recorder.store(child, std::memory_order_release);
 }
 
@@ -311,7 +312,7 @@ __attribute__((constructor)) void cumemtrace_load() {
   try {
     recorder();
   } catch (...) {
-    warn("out of memory at start-up; this process is not traced");
+    contract::warn("out of memory at start-up; this process is not traced");
   }
   resolve_exec_functions();
   install_exit_hooks();

@@ -34,7 +34,7 @@
 #include <atomic>
 #include <cstdint>
 
-#include "common/diagnostics.h"
+#include "text/diagnostics.h"
 #include "hooks/hook_support.h"
 #include "hooks/real_cuda.h"
 #include "hooks/tables.h"
@@ -74,10 +74,11 @@ bool may_export(const char* api, Containing where, const ContainingBlock& block,
   }
   static std::atomic<bool> warned{false};
   if (!warned.exchange(true)) {
-    warn("%s refused for 0x%zx: it lies in a segment of cumemtrace's caching pool, and the process that opens "
-         "the handle would map the segment, not this allocation; to share device memory between processes run "
-         "with --pool passthrough (CUMEMTRACE_POOL=passthrough)",
-         api, static_cast<std::size_t>(ptr));
+    cumemtrace::contract::warn(
+        "%s refused for 0x%zx: it lies in a segment of cumemtrace's caching pool, and the process that opens "
+        "the handle would map the segment, not this allocation; to share device memory between processes run "
+        "with --pool passthrough (CUMEMTRACE_POOL=passthrough)",
+        api, static_cast<std::size_t>(ptr));
   }
   return false;
 }

@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "common/diagnostics.h"
+#include "text/diagnostics.h"
 
 // glibc's dlsym, shared with the dlsym hook's entry stub (hooks/dlsym.cpp),
 // which jumps to it for RTLD_DEFAULT / RTLD_NEXT lookups. Plain C symbols so
@@ -131,7 +131,7 @@ bool inside_cumemtrace(const void* p) {
 
 void wrap_failed(const char* what) {
   static std::atomic<bool> warned{false};
-  if (!warned.exchange(true)) warn("%s: some allocations are not traced", what);
+  if (!warned.exchange(true)) contract::warn("%s: some allocations are not traced", what);
 }
 
 int current_device() {

@@ -7,8 +7,8 @@
 #include <cstdint>
 #include <cstdlib>
 
-#include "config/config.h"
-#include "config/step_aside_rule.h"
+#include "options/config.h"
+#include "options/step_aside_rule.h"
 
 namespace cumemtrace::preload {
 namespace {
@@ -26,7 +26,7 @@ std::size_t slot_of(std::uintptr_t address) { return (address * 0x9E3779B97F4A7C
 bool decide(const void* caller) {
   Dl_info info{};
   if (dladdr(caller, &info) == 0 || !info.dli_fname) return false;
-  return steps_aside_for(config().pool_step_aside, info.dli_fname,
+  return contract::steps_aside_for(contract::config().pool_step_aside, info.dli_fname,
                          std::getenv("PYTORCH_NO_CUDA_MEMORY_CACHING") != nullptr);
 }
 
@@ -42,7 +42,7 @@ thread_local RecentVerdict t_recent[4] __attribute__((tls_model("initial-exec"))
 
 // Out of line, so that the hit path above needs no saved registers.
 __attribute__((noinline)) bool lookup(const void* caller) noexcept {
-  static const bool enabled = config().pool_step_aside != "off";
+  static const bool enabled = contract::config().pool_step_aside != "off";
   if (!enabled) return false;
   const auto address = reinterpret_cast<std::uintptr_t>(caller);
   if (address == 0) return false;

@@ -7,13 +7,18 @@
 #include <cstring>
 #include <ctime>
 
-#include "trace/compact_event.h"
-#include "cumemtrace/output_template.h"
-#include "common/diagnostics.h"
-#include "trace/output_path.h"
+#include "pending/compact_event.h"
+#include "output/output_template.h"
+#include "text/diagnostics.h"
+#include "output/output_path.h"
 #include "common/process_facts.h"
 
 namespace cumemtrace::preload {
+
+using contract::LineBuffer;
+using contract::warn;
+using contract::pending::CompactEvent;
+
 namespace {
 
 std::uint64_t unix_now_ns() {
@@ -32,7 +37,8 @@ long thread_id() {
   return t_tid;
 }
 
-// An alloc or free whose text the writer thread makes (compact_event.h).
+// An alloc or free whose text the writer thread makes
+// (pending/compact_event.h).
 CompactEvent compact_event(format::Event ev, const char* api, format::MemoryKind kind, int dev, std::uintptr_t ptr,
                            std::size_t size, std::optional<std::uintptr_t> stream) {
   CompactEvent event;
@@ -72,7 +78,7 @@ FreeOutcome outcome_of(TakeResult r) {
 
 }  // namespace
 
-Recorder::Recorder(const Config& config, DeviceQuery query, const StackPlatform& stacks)
+Recorder::Recorder(const contract::Config& config, DeviceQuery query, const StackPlatform& stacks)
     : config_(config),
       query_(query),
       start_unix_ns_(unix_now_ns()),
@@ -90,19 +96,20 @@ bool Recorder::ensure_trace_open() {
 }
 
 void Recorder::write_header() {
-  format::TemplateValues values;
+  contract::TemplateValues values;
   values.pid = static_cast<long>(::getpid());
   values.host = host_name();
-  values.rank = format::rank_from_environment();
+  values.rank = contract::rank_from_environment();
   values.start_unix_ns = start_unix_ns_;
   // Always a value: the start time is known here.
-  std::string path = format::expand_output_template(config_.output_template, values).value_or("");
+  std::string path = contract::expand_output_template(config_.output_template, values).value_or("");
   // A name with the pid may be taken by this very process: it exec'd, and
   // the program before the exec wrote a trace under the same pid.
   const bool pid_in_name = config_.output_template.find("%p") != std::string::npos;
-  const int fd = create_trace_file(path, pid_in_name);
+  const int fd = contract::create_trace_file(path, pid_in_name);
   if (fd < 0) {
-    warn("cannot create the trace file %s: %s; this process is not traced", path.c_str(), trace_file_error(fd));
+    warn("cannot create the trace file %s: %s; this process is not traced", path.c_str(),
+         contract::trace_file_error(fd));
     open_failed_.store(true, std::memory_order_relaxed);
     return;
   }
@@ -122,17 +129,17 @@ void Recorder::write_header() {
     first = false;
   }
   header.ch(']');
-  header.field("start_unix_ns", start_unix_ns_).field_plain("pool", pool_mode_name(config_.pool));
+  header.field("start_unix_ns", start_unix_ns_).field_plain("pool", contract::pool_mode_name(config_.pool));
   header.key("config");
   // Whether Python frames are walked, and why not where there is an
   // interpreter they cannot be read from (an unsupported version or build).
   LineBuffer python;
   if (const std::string note = stacks_.python_note(); !note.empty()) python.field_str("python_frames", note);
-  append_config_json(header, config_, python.view());
+  contract::append_config_json(header, config_, python.view());
   // Read now, not at load: a Python script often sets these in os.environ
   // before it imports torch, after this library was loaded.
-  append_header_env(header, [](const char* name) { return std::getenv(name); });
-  append_header_rank_env(header, config_);
+  contract::append_header_env(header, [](const char* name) { return std::getenv(name); });
+  contract::append_header_rank_env(header, config_);
   header.ch('}');
   writer_.keep_pending_file(config_.kill_safe);
   if (!writer_.attach(fd, std::move(path), header)) open_failed_.store(true, std::memory_order_relaxed);

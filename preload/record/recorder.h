@@ -24,7 +24,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "config/config.h"
+#include "options/config.h"
 #include "cumemtrace/pool/pool_stats.h"
 #include "cumemtrace/trace_format.h"
 #include "record/live_table.h"
@@ -85,7 +85,7 @@ class Recorder {
   static constexpr int kMaxDevices = 64;
 
   // `stacks`: how call stacks are captured (none by default, as in tests).
-  Recorder(const Config& config, DeviceQuery query, const StackPlatform& stacks = {});
+  Recorder(const contract::Config& config, DeviceQuery query, const StackPlatform& stacks = {});
   Recorder(const Recorder&) = delete;
   Recorder& operator=(const Recorder&) = delete;
 
@@ -222,14 +222,16 @@ class Recorder {
   void write_header();
   // reason, live and live_bytes of the `end` line; the writer adds
   // `dropped`. No allocation: the signal paths use it.
-  void append_end_fields(LineBuffer& end, format::EndReason reason) const;
+  void append_end_fields(contract::LineBuffer& end, format::EndReason reason) const;
   // Inlined into on_free: one frame fewer for the stack capture to walk.
   [[gnu::always_inline]] inline void emit_free(const char* api, std::uintptr_t ptr, const LiveAllocation& a,
                                                std::optional<std::uintptr_t> stream);
   // ,"stack":<id> for an alloc/free/oom/error event: captures the calling
   // thread's stack, writing its `stack` event first if it is new. Called
   // only once the trace is open (the stack event must follow the header).
-  [[gnu::always_inline]] void append_stack(LineBuffer& body) { body.field("stack", stacks_.current_stack_id()); }
+  [[gnu::always_inline]] void append_stack(contract::LineBuffer& body) {
+    body.field("stack", stacks_.current_stack_id());
+  }
   // A free's own stack, only with CUMEMTRACE_FREE_STACKS=1: a bad free's
   // `error` line carries its stack either way.
   [[gnu::always_inline]] std::uint32_t free_stack_id() { return config_.free_stacks ? stacks_.current_stack_id() : 0; }
@@ -255,7 +257,7 @@ class Recorder {
     std::uint64_t total = 0;
   };
 
-  const Config& config_;
+  const contract::Config& config_;
   const DeviceQuery query_;
   const std::uint64_t start_unix_ns_;
   TraceWriter writer_;

@@ -94,7 +94,7 @@ NamedFrame FrameNamer::name_uncached(std::uintptr_t ip, bool& in_object_file) {
   return frame;
 }
 
-void FrameNamer::append_json(LineBuffer& out, const NamedFrame& frame) {
+void FrameNamer::append_json(contract::LineBuffer& out, const NamedFrame& frame) {
   out.raw("{\"ip\":").hex(frame.ip);
   out.key("fn");
   if (frame.fn) out.str(*frame.fn); else out.raw("null");

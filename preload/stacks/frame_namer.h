@@ -10,7 +10,7 @@
 #include <string>
 #include <unordered_map>
 
-#include "common/line_buffer.h"
+#include "text/line_buffer.h"
 #include "stacks/perf_map.h"
 
 namespace cumemtrace::preload {
@@ -37,7 +37,7 @@ class FrameNamer {
   NamedFrame name(std::uintptr_t ip);
 
   // {"ip":"0x…","fn":"…","module":"…","off":"0x…"}, null for what is unknown.
-  static void append_json(LineBuffer& out, const NamedFrame& frame);
+  static void append_json(contract::LineBuffer& out, const NamedFrame& frame);
 
  private:
   NamedFrame name_uncached(std::uintptr_t ip, bool& in_object_file);

@@ -4,14 +4,14 @@
 #include <string_view>
 
 #include "cumemtrace/trace_format.h"
-#include "common/diagnostics.h"
+#include "text/diagnostics.h"
 
 namespace cumemtrace::preload {
 namespace {
 
 // {"py":true,"fn":"Trainer.step","file":"/work/train.py","line":42}
 // (TRACE_FORMAT.md, "A Python frame"); line null when unknown.
-void append_python_frame_json(LineBuffer& out, const python::FunctionName& function, int line) {
+void append_python_frame_json(contract::LineBuffer& out, const python::FunctionName& function, int line) {
   out.raw("{\"py\":true");
   out.key("fn").str(function.name);
   out.key("file").str(function.file);
@@ -163,14 +163,14 @@ std::uint32_t StackRecorder::intern(std::span<const std::uintptr_t> ips) {
         write_stack_event(new_id, frames);
       });
   if (id == 0 && n > 0 && table_->overflowed() && !warned_full_.exchange(true)) {
-    warn("more than %u distinct call stacks; new ones are recorded without a stack",
+    contract::warn("more than %u distinct call stacks; new ones are recorded without a stack",
          table_->size());
   }
   return id;
 }
 
 void StackRecorder::write_stack_event(std::uint32_t id, std::span<const std::uintptr_t> ips) {
-  LineBuffer body;
+  contract::LineBuffer body;
   body.field("id", id);
   python::PythonFrames* const python = python_.load(std::memory_order_acquire);
   const bool with_python =

@@ -9,7 +9,7 @@
 #include <algorithm>
 #include <cstdint>
 
-#include "common/diagnostics.h"
+#include "text/diagnostics.h"
 #include "stacks/frame_walker.h"
 
 #ifndef CUMEMTRACE_LIBUNWIND_SONAME
@@ -55,7 +55,7 @@ Libunwind open_libunwind() {
   // RTLD_LOCAL: see unwinder.h. Never closed: its per-thread caches live on.
   void* handle = ::dlopen(CUMEMTRACE_LIBUNWIND_SONAME, RTLD_LAZY | RTLD_LOCAL);
   if (handle == nullptr) {
-    warn("cannot load %s (%s); call stacks use the slower libgcc unwinder",
+    contract::warn("cannot load %s (%s); call stacks use the slower libgcc unwinder",
          CUMEMTRACE_LIBUNWIND_SONAME, ::dlerror());
     return lib;
   }
@@ -179,7 +179,8 @@ RawBacktraceRoute cfi_walker_route() {
 
 }  // namespace
 
-StackPlatform native_stack_platform(Config::Unwinder unwinder, Config::Python python) {
+StackPlatform native_stack_platform(contract::Config::Unwinder unwinder, contract::Config::Python python) {
+  using contract::Config;
   return StackPlatform{.symbol_table = &symbol_table_lookup,
                        .raw_backtrace = unwinder == Config::Unwinder::cfi ? &cfi_walker_route : &libunwind_route,
                        .python_symbols = python == Config::Python::automatic ? &interpreter_symbol : nullptr};

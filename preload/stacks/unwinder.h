@@ -17,7 +17,7 @@
 // unwinder: slower, same stacks.
 #pragma once
 
-#include "config/config.h"
+#include "options/config.h"
 #include "stacks/stack_recorder.h"
 
 namespace cumemtrace::preload {
@@ -26,6 +26,6 @@ namespace cumemtrace::preload {
 // itself (the hook, the recorder, the capture) are left out of every stack.
 // `cfi`: stacks/frame_walker.h walks, libunwind takes what it cannot.
 // `python`: automatic merges Python frames into stacks (python_frames.h).
-StackPlatform native_stack_platform(Config::Unwinder unwinder, Config::Python python);
+StackPlatform native_stack_platform(contract::Config::Unwinder unwinder, contract::Config::Python python);
 
 }  // namespace cumemtrace::preload

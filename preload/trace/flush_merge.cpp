@@ -9,16 +9,19 @@
 #include <cstring>
 #include <string>
 
-#include "trace/compact_event.h"
+#include "pending/compact_event.h"
 #include "trace/flush_futex.h"
-#include "trace/record_lines.h"
+#include "pending/record_lines.h"
 #include "trace/trace_writer.h"
 
 namespace cumemtrace::preload {
 
+using contract::LineBuffer;
+using contract::pending::CompactEvent;
 using flush::LogChunk;
 using flush::LogState;
 using flush::ThreadLog;
+namespace pending = contract::pending;
 
 namespace {
 
@@ -140,7 +143,7 @@ void TraceWriter::format_record(ThreadLog& log, const flush::RecordHeader& r, bo
   const auto t_end = std::to_chars(digits, digits + sizeof digits, t).ptr;
   const std::string_view t_text(digits, static_cast<std::size_t>(t_end - digits));
 
-  flush::for_each_record_line(
+  pending::for_each_record_line(
       log.read_chunk->bytes() + log.read_offset + sizeof r, r.lines, [](const char* api) { return api; },
       [&](std::string_view ev, std::string_view body) { append_line(ev, body, t_text, may_allocate); });
   log.read_offset += r.size;

@@ -8,7 +8,7 @@
 #include <cerrno>
 #include <cstring>
 
-#include "common/diagnostics.h"
+#include "text/diagnostics.h"
 
 // libzstd.a calls these weak hooks when a program defines them (zstd's
 // tracing). Defined here, hidden, so the preload's private copy of zstd never
@@ -91,7 +91,7 @@ bool TraceSink::open(int fd, std::string path, bool compress) {
       ZSTD_isError(ZSTD_CCtx_setParameter(zstd_, ZSTD_c_compressionLevel, kZstdLevel)) ||
       ZSTD_isError(ZSTD_CCtx_setParameter(zstd_, ZSTD_c_hashLog, kZstdHashLog)) ||
       ZSTD_isError(ZSTD_CCtx_setParameter(zstd_, ZSTD_c_checksumFlag, 0))) {
-    warn("cannot set up zstd compression for %s; this process is not traced", path_.c_str());
+    contract::warn("cannot set up zstd compression for %s; this process is not traced", path_.c_str());
     close();
     return false;
   }
@@ -126,7 +126,7 @@ std::uint64_t TraceSink::write_raw(const char* data, std::size_t size) {
 std::uint64_t TraceSink::fail(int err, std::uint64_t lines) {
   if (!warned_) {
     warned_ = true;
-    warn("cannot write the trace %s: %s; events are being dropped", path_.c_str(), std::strerror(err));
+    contract::warn("cannot write the trace %s: %s; events are being dropped", path_.c_str(), std::strerror(err));
   }
   roll_back_to(durable_);
   return lines;

@@ -14,7 +14,7 @@
 #include <cstring>
 #include <ctime>
 
-#include "common/diagnostics.h"
+#include "text/diagnostics.h"
 #include "trace/flush_futex.h"
 #include "trace/trace_writer.h"
 
@@ -144,7 +144,7 @@ void TraceWriter::start_flusher() {
   pthread_sigmask(SIG_SETMASK, &previous, nullptr);
   if (err != 0) {
     flusher_running_.store(false, std::memory_order_release);
-    warn("cannot start the trace writer thread: %s; the trace is written only when buffers fill "
+    contract::warn("cannot start the trace writer thread: %s; the trace is written only when buffers fill "
          "and at exit",
          std::strerror(err));
   }

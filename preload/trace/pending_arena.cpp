@@ -12,9 +12,13 @@
 #include <cstring>
 #include <new>
 
-#include "common/diagnostics.h"
+#include "text/diagnostics.h"
 
 namespace cumemtrace::preload::flush {
+
+using contract::warn;
+namespace pending = contract::pending;
+
 namespace {
 
 std::atomic<std::uint64_t> g_next_arena_id{1};

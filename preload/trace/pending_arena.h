@@ -1,6 +1,6 @@
-// The writer's side of the pending file (pending_log.h): creates it beside
-// the trace, hands out its slots as log chunks, keeps the commit state and
-// the api names, and removes the file once the trace has its `end`.
+// The writer's side of the pending file (pending/pending_log.h): creates it
+// beside the trace, hands out its slots as log chunks, keeps the commit state
+// and the api names, and removes the file once the trace has its `end`.
 //
 // Chunks come from here only when the file could be set up; otherwise (and
 // for a record larger than a chunk) they come from the heap and an event
@@ -15,7 +15,7 @@
 #include <string>
 
 #include "trace/flush_log.h"
-#include "trace/pending_log.h"
+#include "pending/pending_log.h"
 
 namespace cumemtrace::preload::flush {
 
@@ -32,7 +32,7 @@ class PendingArena {
   bool open(const std::string& trace_path, std::uint32_t chunk_capacity, std::uint64_t max_chunks,
             std::uint64_t start_ns, bool uses_tsc);
   bool is_open() const { return header_ != nullptr; }
-  pending::Header& header() { return *header_; }
+  contract::pending::Header& header() { return *header_; }
 
   // A chunk of `chunk_capacity` bytes in the file, reset; nullptr when the
   // file has no slot left or its disk space cannot be had.
@@ -80,7 +80,7 @@ class PendingArena {
   std::uint64_t id_ = 0;  // 0 until open()
   int fd_ = -1;
   std::string path_;
-  pending::Header* header_ = nullptr;
+  contract::pending::Header* header_ = nullptr;
   char* base_ = nullptr;
   std::size_t mapped_bytes_ = 0;
   std::uint64_t slot_bytes_ = 0;

@@ -31,6 +31,8 @@
 #include <x86intrin.h>
 #endif
 
+#include "pending/tick_reference.h"
+
 namespace cumemtrace::preload {
 
 class TickClock {
@@ -44,19 +46,13 @@ class TickClock {
   bool counts_tsc() const { return use_tsc_; }
   std::uint64_t start_ns() const { return start_ns_; }
 
-  // The latest calibration, for a process that formats these ticks after
-  // this one died (pending_log.h): ticks map to CLOCK_MONOTONIC as
-  // ns + (ticks - tsc) * ns_per_tick.
-  struct Reference {
-    std::uint64_t tsc;
-    std::uint64_t ns;
-    double ns_per_tick;
-  };
+  // The latest calibration, also for a process that formats these ticks
+  // after this one died (contract: pending/pending_log.h): ticks map to
+  // CLOCK_MONOTONIC as ns + (ticks - tsc) * ns_per_tick.
+  using Reference = contract::pending::TickReference;
   Reference reference() const { return {current_.tsc, current_.ns, ns_per_tick_}; }
   static std::uint64_t monotonic_at(const Reference& ref, std::uint64_t ticks) {
-    const double delta = static_cast<double>(static_cast<std::int64_t>(ticks - ref.tsc)) * ref.ns_per_tick;
-    const double at = static_cast<double>(ref.ns) + delta;
-    return at <= 0 ? 0 : static_cast<std::uint64_t>(at);
+    return contract::pending::monotonic_at(ref, ticks);
   }
 
   std::uint64_t ticks() const {

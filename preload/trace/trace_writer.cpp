@@ -13,11 +13,14 @@
 #include <ctime>
 #include <type_traits>
 
-#include "common/diagnostics.h"
+#include "text/diagnostics.h"
 #include "trace/flush_futex.h"
 
 namespace cumemtrace::preload {
 
+using contract::LineBuffer;
+using contract::warn;
+using contract::pending::CompactEvent;
 using flush::LogChunk;
 using flush::LogState;
 using flush::ThreadLog;

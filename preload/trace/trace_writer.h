@@ -28,11 +28,11 @@
 #include <string_view>
 #include <vector>
 
-#include "trace/compact_event.h"
+#include "pending/compact_event.h"
 #include "trace/flush_log.h"
 #include "trace/flush_sink.h"
 #include "trace/pending_arena.h"
-#include "common/line_buffer.h"
+#include "text/line_buffer.h"
 #include "trace/tick_clock.h"
 
 namespace cumemtrace::preload {
@@ -57,10 +57,11 @@ class TraceWriter {
   // the newline) as the first line and starts the background thread. A path
   // ending in ".zst" is written as a zstd stream. False if that fails (the
   // descriptor is closed and nothing is traced).
-  bool attach(int fd, std::string path, const LineBuffer& header);
+  bool attach(int fd, std::string path, const contract::LineBuffer& header);
 
-  // Before attach(): keep the logs in `<trace>.pending` (pending_log.h), so
-  // that a trace whose process is killed can be completed afterwards.
+  // Before attach(): keep the logs in `<trace>.pending`
+  // (pending/pending_log.h), so that a trace whose process is killed can be
+  // completed afterwards.
   void keep_pending_file(bool keep) { keep_pending_ = keep; }
   // Whether it does (the file could be set up).
   bool has_pending_file() const { return arena_.is_open(); }
@@ -71,7 +72,7 @@ class TraceWriter {
   // fields that follow `t`, each starting with a comma.
   struct Line {
     std::string_view ev;
-    const LineBuffer& body;
+    const contract::LineBuffer& body;
   };
 
   // Records the lines, in order, with one timestamp: CLOCK_MONOTONIC itself,
@@ -79,19 +80,20 @@ class TraceWriter {
   // every CUMEMTRACE_POOL_SAMPLE_MS") holds in `t` exactly. `t` never
   // decreases in the file.
   void emit(std::initializer_list<Line> lines);
-  void emit(std::string_view ev, const LineBuffer& body) { emit({Line{ev, body}}); }
+  void emit(std::string_view ev, const contract::LineBuffer& body) { emit({Line{ev, body}}); }
   // The same for alloc and free lines kept as their facts: the background
-  // thread formats them (compact_event.h), not the recording thread, and
-  // their `t` is the cheaper TSC read where there is one (tick_clock.h).
+  // thread formats them (pending/compact_event.h), not the recording
+  // thread, and their `t` is the cheaper TSC read where there is one
+  // (tick_clock.h).
   // False when they were dropped (counted in `end`), not recorded.
-  bool emit_compact(std::initializer_list<CompactEvent> events);
+  bool emit_compact(std::initializer_list<contract::pending::CompactEvent> events);
 
   // Everything emitted before the call reaches the kernel before it returns.
   void flush();
 
   // Writes everything, then the `end` line: {"ev":"end","t":…<end_body>,"dropped":N}
   // and closes the file. Later emits are counted as dropped, not written.
-  void finish(const LineBuffer& end_body);
+  void finish(const contract::LineBuffer& end_body);
 
   // Async-signal-safe. Writes what the threads have recorded so far; nothing
   // if the output lock cannot be had (held by this thread, or by another for
@@ -99,13 +101,13 @@ class TraceWriter {
   void flush_from_signal();
   // Async-signal-safe. flush_from_signal, then the `end` line; the trace is
   // finished.
-  void finish_from_signal(const LineBuffer& end_body);
+  void finish_from_signal(const contract::LineBuffer& end_body);
 
   // Before exec: writes everything and the `end` line, and keeps the output
   // lock, so nothing follows `end` if the exec succeeds. If it fails,
   // exec_failed() takes `end` back and tracing goes on. Async-signal-safe
   // (exec may be called from a handler). False: nothing was written.
-  bool begin_exec(const LineBuffer& end_body);
+  bool begin_exec(const contract::LineBuffer& end_body);
   void exec_failed();
 
   // In a forked child: the buffered lines and the file belong to the parent,
@@ -193,14 +195,14 @@ class TraceWriter {
   void format_record(flush::ThreadLog& log, const flush::RecordHeader& r, bool may_allocate);
   void append_line(std::string_view ev, std::string_view body, std::string_view t_text, bool may_allocate);
   void write_output();
-  // The pending file's commit around each write (pending_log.h).
+  // The pending file's commit around each write (pending/pending_log.h).
   void begin_batch();
   void end_batch();
   void publish_clock();
   // After a write: drained chunks go back, and a thread waiting for memory
   // is told.
   void release_written();
-  void write_end_line(const LineBuffer& end_body);
+  void write_end_line(const contract::LineBuffer& end_body);
   // At the end for good: records whose seq was taken but which never
   // reached the file (a thread stopped in the middle of an emit, or one that
   // commits after the end) are counted as dropped, never lost silently.
@@ -229,10 +231,10 @@ class TraceWriter {
   const std::uint64_t id_;  // tells this writer's logs from another's
   bool keep_pending_ = false;
   flush::PendingArena arena_;
-  pending::Header* pending_header_ = nullptr;  // arena_'s, once open (the consumer's)
+  contract::pending::Header* pending_header_ = nullptr;  // arena_'s, once open (the consumer's)
   // The same for count_dropped, which a recording thread may call while
   // attach() sets it.
-  std::atomic<pending::Header*> dropped_in_pending_{nullptr};
+  std::atomic<contract::pending::Header*> dropped_in_pending_{nullptr};
   // t = 0 of the trace (its start); ticks on the recording threads,
   // nanoseconds when lines are formatted (under the output lock).
   TickClock clock_;

@@ -4,7 +4,7 @@
 // the program runs as it does without cumemtrace, a bad value costs one
 // warning line naming the option and leaves the default in force (the
 // header's `config` says so), and the trace is complete and readable.
-// tests/unit/preload/config/config_test.cpp checks the parser's messages word by word; this
+// tests/unit/contract/options/config_test.cpp checks the parser's messages word by word; this
 // checks that nothing between the environment and the trace breaks.
 #include <gtest/gtest.h>
 
@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "config/config.h"
+#include "options/config.h"
 #include "integration_support.h"
 
 using namespace cumemtrace::testing;
@@ -155,7 +155,7 @@ TEST_F(BadOptions, TheBareProgramIsTheReference) {
 // refused with one warning and the header shows the default in force.
 TEST_F(BadOptions, EveryNumberAndWordOptionRefusesEveryBadValue) {
   int checked = 0;
-  for (const std::string_view option : cumemtrace::preload::option_names()) {
+  for (const std::string_view option : cumemtrace::contract::option_names()) {
     const std::string name(option);
     if (name == "CUMEMTRACE_OUTPUT" || name == "CUMEMTRACE_POOL_CONF") continue;
     for (const std::string& value : bad_values()) {

@@ -22,9 +22,9 @@ add_executable(integration_tests
   routes_test.cpp
   run_signals_test.cpp
   stacks_markers_test.cpp)
-# cumemtrace_config: the option table, whose every entry bad_options_test.cpp feeds garbage.
+# cumemtrace_contract: the option table, whose every entry bad_options_test.cpp feeds garbage.
 target_link_libraries(integration_tests PRIVATE cumemtrace_test_support cumemtrace_warnings cumemtrace_headers
-  cumemtrace_config
+  cumemtrace_contract
   nlohmann_json::nlohmann_json GTest::gtest_main)
 target_compile_definitions(integration_tests PRIVATE
   CUMEMTRACE_CLI="$<TARGET_FILE:cumemtrace>"

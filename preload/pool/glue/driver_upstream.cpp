@@ -4,7 +4,7 @@
 
 #include <algorithm>
 
-#include "common/diagnostics.h"
+#include "text/diagnostics.h"
 #include "hooks/real_cuda.h"
 #include "pool/glue/device_order.h"
 #include "pool/glue/mempool_view.h"
@@ -200,7 +200,7 @@ std::size_t DriverUpstream::usable_vm_granularity() {
   granularity_ = 0;
   refusal_reported_.store(false);
   if (!mapped) {
-    warn("the driver refused virtual memory on device %d (cuMemCreate/cuMemMap); the pool uses ordinary "
+    contract::warn("the driver refused virtual memory on device %d (cuMemCreate/cuMemMap); the pool uses ordinary "
          "segments there, which hold more memory than is live when sizes vary",
          dev_);
     return 0;
@@ -443,7 +443,7 @@ UpstreamResult DriverUpstream::map(DevicePtr addr, std::size_t size) {
     if (rc != CUDA_ERROR_OUT_OF_MEMORY && !refusal_reported_.exchange(true)) {
       // The pool stops growing expandable ranges (DevicePool's
       // vmm_refused_); say why its memory use changes.
-      warn("the driver refused to map device memory on device %d (error %d); the pool uses ordinary "
+      contract::warn("the driver refused to map device memory on device %d (error %d); the pool uses ordinary "
            "segments there from now on",
            dev_, static_cast<int>(rc));
     }

@@ -8,7 +8,7 @@
 #include <atomic>
 #include <memory>
 
-#include "config/config.h"
+#include "options/config.h"
 #include "hooks/hook_support.h"
 #include "pool/glue/driver_upstream.h"
 
@@ -91,7 +91,7 @@ DeviceSlot* make_slot(int dev) {
   DeviceSlot* slot = g_slots[dev].load(std::memory_order_acquire);
   if (!slot && !g_unavailable[dev].load(std::memory_order_relaxed)) {
     try {
-      const Config& c = config();
+      const contract::Config& c = contract::config();
       if (auto up = DriverUpstream::create(dev, c.pool_config.expandable_segments,
                                              c.pool_config.expandable_page_size)) {
         slot = new DeviceSlot(dev, std::move(up), c.pool_config);
@@ -193,7 +193,7 @@ void sample_pool_if_due(int dev) {
   if (now_ns(CLOCK_MONOTONIC) >= slot->next_sample_ns.load(std::memory_order_relaxed)) {
     recorder().on_pool_sample(dev, slot->pool.stats());
     // The line's `t` (trace_writer: CLOCK_MONOTONIC) was read before this.
-    const std::uint64_t interval = static_cast<std::uint64_t>(config().pool_sample_ms) * 1'000'000ull;
+    const std::uint64_t interval = static_cast<std::uint64_t>(contract::config().pool_sample_ms) * 1'000'000ull;
     slot->next_sample_ns.store(now_ns(CLOCK_MONOTONIC) + interval, std::memory_order_relaxed);
   }
   slot->sampling.store(false, std::memory_order_release);

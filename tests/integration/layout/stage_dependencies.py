@@ -1,6 +1,8 @@
 #!/usr/bin/env python3
-"""Checks that the stages of preload/ and analyzer/ call each other only in
-the pipeline's direction (preload/README.md, analyzer/README.md).
+"""Checks that the stages of preload/, contract/ and analyzer/ call each other
+only in the pipeline's direction (preload/README.md, analyzer/README.md,
+contract/README.md), and that no source tree includes a header of a tree it
+must not reach into (the analyzer one of preload/, say).
 
 Each stage is a static library. Every symbol a stage's objects leave undefined
 and another stage defines (a strong definition: T, D, B or R; inline
@@ -10,9 +12,18 @@ The link does not catch them: every stage is on the `cumemtrace` link line,
 and a symbol another object pulled in resolves whatever the order (a call from
 analyze/ to a function of render/ linked without a word).
 
-  stage_dependencies.py --nm NM --allow STAGE=DEP,DEP ... STAGE=ARCHIVE ...
+Headers leave no symbol (a struct, an inline function), so the includes are
+checked too: each #include of a file under a --tree is looked up beside the
+file, then under every tree's include roots; one that names a header of a
+tree it may not include (and none of a tree it may) is a violation, whatever
+include directories the build gives it.
+
+  stage_dependencies.py --nm NM --allow STAGE=DEP,DEP ... \
+      [--tree TREE=ROOT[:ROOT...] ... --may-include TREE=TREE,TREE ...] STAGE=ARCHIVE ...
 """
 import argparse
+import os
+import re
 import subprocess
 import sys
 
@@ -38,10 +49,58 @@ def demangle(text):
         return text
 
 
+INCLUDE = re.compile(r'^\s*#\s*include\s*["<]([^">]+)[">]', re.MULTILINE)
+SOURCE_SUFFIXES = (".h", ".hpp", ".c", ".cc", ".cpp")
+
+
+def include_violations(trees, may_include):
+    """Includes of a header in a tree the including tree may not include.
+
+    trees: name -> include roots (the first is the tree's folder, whose
+    sources are read); may_include: name -> the trees it may include besides
+    itself.
+    """
+    roots = [(name, os.path.realpath(root)) for name, rs in trees.items() for root in rs]
+
+    def tree_of(path):
+        # The innermost root holding `path` (analyzer/include is analyzer's).
+        best = None
+        for name, root in roots:
+            if path.startswith(root + os.sep) and (best is None or len(root) > len(best[1])):
+                best = (name, root)
+        return best[0] if best else None
+
+    violations, checked = [], 0
+    for name, rs in trees.items():
+        allowed = {name} | may_include.get(name, set())
+        for folder, _, files in os.walk(rs[0]):
+            for file in sorted(files):
+                if not file.endswith(SOURCE_SUFFIXES):
+                    continue
+                path = os.path.join(folder, file)
+                with open(path, encoding="utf-8", errors="replace") as f:
+                    text = f.read()
+                for included in INCLUDE.findall(text):
+                    candidates = [os.path.join(folder, included)] + [os.path.join(r, included) for _, r in roots]
+                    owners = {tree_of(os.path.realpath(c)) for c in candidates if os.path.isfile(c)}
+                    owners.discard(None)
+                    if not owners:
+                        continue  # the system's, or generated
+                    checked += 1
+                    if not owners & allowed:
+                        where = os.path.relpath(path, os.path.dirname(rs[0]))
+                        violations.append(f"{where} includes \"{included}\", a header of "
+                                          f"{', '.join(sorted(owners))}; {name} may include: "
+                                          f"{', '.join(sorted(allowed))}")
+    return violations, checked
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--nm", default="nm")
     parser.add_argument("--allow", action="append", default=[], metavar="STAGE=DEP,DEP")
+    parser.add_argument("--tree", action="append", default=[], metavar="TREE=ROOT[:ROOT...]")
+    parser.add_argument("--may-include", action="append", default=[], metavar="TREE=TREE,TREE")
     parser.add_argument("stages", nargs="+", metavar="STAGE=ARCHIVE")
     args = parser.parse_args()
 
@@ -84,7 +143,25 @@ def main():
     for v in sorted(set(violations)):
         print(demangle(v))
     print(f"{len(archives)} stages, {checked} calls across stages, {len(set(violations))} against the flow")
-    return 1 if violations else 0
+
+    trees = {}
+    for spec in args.tree:
+        name, _, roots = spec.partition("=")
+        trees[name] = roots.split(":")
+    may_include = {}
+    for spec in args.may_include:
+        name, _, others = spec.partition("=")
+        may_include[name] = {t for t in others.split(",") if t}
+    unknown = set(may_include) - set(trees) | {t for ts in may_include.values() for t in ts} - set(trees)
+    if unknown:
+        sys.exit(f"stage_dependencies: no --tree for {', '.join(sorted(unknown))}")
+    bad_includes, includes = include_violations(trees, may_include)
+    for v in bad_includes:
+        print(v)
+    if trees:
+        print(f"{len(trees)} trees, {includes} includes of their headers, {len(bad_includes)} into a tree "
+              "they may not include")
+    return 1 if violations or bad_includes else 0
 
 
 if __name__ == "__main__":

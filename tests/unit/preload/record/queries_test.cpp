@@ -19,6 +19,7 @@
 extern "C" int naming_fixture_exported(int x);  // stacks/naming_fixture.cpp
 
 using namespace cumemtrace::preload;
+using cumemtrace::contract::Config;
 using cumemtrace::format::MemoryKind;
 
 namespace {

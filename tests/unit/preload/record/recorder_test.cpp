@@ -16,6 +16,7 @@
 #include "test_support.h"
 
 using namespace cumemtrace::preload;
+using cumemtrace::contract::Config;
 using cumemtrace::format::MemoryKind;
 using nlohmann::json;
 
@@ -68,8 +69,8 @@ class RecorderRules : public ::testing::Test {
 };
 
 // Alloc and free lines are stored as facts and formatted by the writer
-// thread (compact_event.h); the text must be what TRACE_FORMAT.md lays out,
-// field for field, in the order the analyzer's golden traces have.
+// thread (pending/compact_event.h); the text must be what TRACE_FORMAT.md
+// lays out, field for field, in the order the analyzer's golden traces have.
 TEST_F(RecorderRules, AllocAndFreeLinesAreWrittenFieldForField) {
   alloc(0x10000, 100);
   recorder_.on_alloc({.api = "cudaMallocAsync",

@@ -198,7 +198,7 @@ TEST(FrameNamer, GeneratedCodeIsNamedFromThePerfMapOnlyWhenListed) {
   EXPECT_EQ(named.module, path);
   EXPECT_EQ(named.off, 0x11u);
 
-  cumemtrace::preload::LineBuffer out;
+  cumemtrace::contract::LineBuffer out;
   FrameNamer::append_json(out, named);
   FrameNamer::append_json(out.ch(','), unknown);
   const auto frames = nlohmann::json::parse("[" + std::string(out.view()) + "]");

@@ -14,6 +14,7 @@
 #include "test_support.h"
 
 using namespace cumemtrace::preload;
+using cumemtrace::contract::Config;
 using cumemtrace::testing::TempDir;
 using nlohmann::json;
 

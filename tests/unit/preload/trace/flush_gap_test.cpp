@@ -23,6 +23,7 @@
 #include "trace_text.h"
 
 using namespace cumemtrace::preload;
+using cumemtrace::contract::LineBuffer;
 using cumemtrace::testing::parse_lines;
 using cumemtrace::testing::read_file;
 using cumemtrace::testing::TempDir;

@@ -24,6 +24,8 @@
 #include "trace_text.h"
 
 using namespace cumemtrace::preload;
+using cumemtrace::contract::Config;
+using cumemtrace::contract::LineBuffer;
 using cumemtrace::testing::zstd_decompress_prefix;
 using cumemtrace::testing::parse_lines;
 using cumemtrace::testing::read_file;

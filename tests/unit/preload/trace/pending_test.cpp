@@ -1,7 +1,7 @@
-// The pending file (trace/pending_log.h): a writer killed with SIGKILL at a
-// chosen moment, in a forked child, and the trace completed afterwards with
-// recover_pending: every event recorded before the kill is in it, once, in
-// order, and the file is gone.
+// The pending file (contract/pending/pending_log.h): a writer killed with
+// SIGKILL at a chosen moment, in a forked child, and the trace completed
+// afterwards with recover_pending: every event recorded before the kill is
+// in it, once, in order, and the file is gone.
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <signal.h>
@@ -17,12 +17,15 @@
 #include <thread>
 #include <vector>
 
-#include "trace/pending_log.h"
-#include "trace/pending_recovery.h"
+#include "pending/pending_log.h"
+#include "pending/pending_recovery.h"
 #include "trace/trace_writer.h"
 #include "trace_text.h"
 
 using namespace cumemtrace::preload;
+using cumemtrace::contract::LineBuffer;
+using cumemtrace::contract::pending::CompactEvent;
+namespace pending = cumemtrace::contract::pending;
 using nlohmann::json;
 using Status = pending::RecoveryResult::Status;
 

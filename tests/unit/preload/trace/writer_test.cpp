@@ -14,6 +14,9 @@
 #include "trace/trace_writer.h"
 
 using namespace cumemtrace::preload;
+using cumemtrace::contract::Config;
+using cumemtrace::contract::LineBuffer;
+using cumemtrace::contract::pending::CompactEvent;
 using nlohmann::json;
 
 namespace {

@@ -1,5 +1,6 @@
-// Creating the trace file (TRACE_FORMAT.md, File naming); the name comes
-// from include/cumemtrace/output_template.h.
+// Creating the trace file (TRACE_FORMAT.md, File naming), by the preload
+// and by `cumemtrace run`, which checks before the program starts that the
+// file can be made; the name comes from output_template.h.
 #pragma once
 
 #include <sys/stat.h>
@@ -7,7 +8,7 @@
 
 #include <string>
 
-namespace cumemtrace::preload {
+namespace cumemtrace::contract {
 
 // Creates `path` exclusively (O_EXCL), never following a symlink, mode 0600,
 // in a directory the user controls (directory_refusal). Returns the
@@ -34,4 +35,4 @@ std::string numbered_trace_path(const std::string& path, int n);
 // pid, and its new program's trace must not fail on the old program's file.
 int create_trace_file(std::string& path, bool numbered_if_taken);
 
-}  // namespace cumemtrace::preload
+}  // namespace cumemtrace::contract

@@ -1,4 +1,4 @@
-#include "trace/pending_recovery.h"
+#include "pending/pending_recovery.h"
 
 #include <fcntl.h>
 #include <sys/file.h>
@@ -14,11 +14,11 @@
 #include <string_view>
 #include <vector>
 
-#include "trace/flush_log.h"
-#include "trace/pending_log.h"
-#include "trace/record_lines.h"
+#include "pending/log_records.h"
+#include "pending/pending_log.h"
+#include "pending/record_lines.h"
 
-namespace cumemtrace::preload::pending {
+namespace cumemtrace::contract::pending {
 namespace {
 
 using Status = RecoveryResult::Status;
@@ -84,17 +84,17 @@ struct Found {
   const char* record;  // its RecordHeader
 };
 
-// Whether the record's lines lie inside it as flush_log.h lays them out: a
+// Whether the record's lines lie inside it as log_records.h lays them out: a
 // damaged file must not send the formatter out of the mapping.
-bool lines_fit(const flush::RecordHeader& r, const char* record) {
+bool lines_fit(const RecordHeader& r, const char* record) {
   const char* p = record + sizeof r;
   const char* end = record + r.size;
   for (std::uint32_t i = 0; i < r.lines; ++i) {
-    if (end - p < static_cast<std::ptrdiff_t>(sizeof(flush::LineHeader))) return false;
-    flush::LineHeader lh;
+    if (end - p < static_cast<std::ptrdiff_t>(sizeof(LineHeader))) return false;
+    LineHeader lh;
     std::memcpy(&lh, p, sizeof lh);
     p += sizeof lh;
-    const std::uint64_t bytes = lh.ev_size == flush::kCompactLine
+    const std::uint64_t bytes = lh.ev_size == kCompactLine
                                     ? (lh.body_size == sizeof(CompactEvent) ? lh.body_size : ~0ull)
                                     : std::uint64_t{lh.ev_size} + lh.body_size;
     if (bytes > static_cast<std::uint64_t>(end - p)) return false;
@@ -110,16 +110,16 @@ std::vector<Found> gather(const char* base, std::uint64_t file_size, const Heade
   for (std::uint64_t s = 0; s < slots; ++s) {
     const std::uint64_t at = std::uint64_t{h.header_bytes} + s * h.slot_bytes;
     if (at + h.slot_bytes > file_size) break;
-    const auto* chunk = reinterpret_cast<const flush::LogChunk*>(base + at);
-    const std::uint64_t room = h.slot_bytes - sizeof(flush::LogChunk);
+    const auto* chunk = reinterpret_cast<const LogChunk*>(base + at);
+    const std::uint64_t room = h.slot_bytes - sizeof(LogChunk);
     const std::uint32_t committed = chunk->committed.load(std::memory_order_acquire);
     std::uint32_t offset = chunk->marks[mark].load(std::memory_order_acquire);
     if (committed > room || chunk->capacity > room) continue;
-    const char* bytes = base + at + sizeof(flush::LogChunk);
-    while (offset + sizeof(flush::RecordHeader) <= committed) {
-      flush::RecordHeader r;
+    const char* bytes = base + at + sizeof(LogChunk);
+    while (offset + sizeof(RecordHeader) <= committed) {
+      RecordHeader r;
       std::memcpy(&r, bytes + offset, sizeof r);
-      if (r.size < sizeof r || r.size % flush::kRecordAlign != 0 || offset + r.size > committed ||
+      if (r.size < sizeof r || r.size % kRecordAlign != 0 || offset + r.size > committed ||
           !lines_fit(r, bytes + offset)) {
         break;  // damaged: what follows in this chunk cannot be found
       }
@@ -142,17 +142,17 @@ std::string format_lines(const std::vector<Found>& found, const Header& h, std::
     }
     return "unknown";
   };
-  const TickClock::Reference clock = h.clocks[h.clock_index.load(std::memory_order_acquire) & 1];
+  const TickReference clock = h.clocks[h.clock_index.load(std::memory_order_acquire) & 1];
   std::string out;
   for (const Found& f : found) {
-    flush::RecordHeader r;
+    RecordHeader r;
     std::memcpy(&r, f.record, sizeof r);
-    const std::uint64_t monotonic = r.ticks != 0 && h.uses_tsc != 0 ? TickClock::monotonic_at(clock, r.t) : r.t;
+    const std::uint64_t monotonic = r.ticks != 0 && h.uses_tsc != 0 ? monotonic_at(clock, r.t) : r.t;
     last_t = std::max(monotonic > h.start_ns ? monotonic - h.start_ns : 0, last_t);
     char digits[24];
     const std::string_view t_text(digits, static_cast<std::size_t>(
                                               std::to_chars(digits, digits + sizeof digits, last_t).ptr - digits));
-    flush::for_each_record_line(f.record + sizeof r, r.lines, api_of, [&](std::string_view ev, std::string_view body) {
+    for_each_record_line(f.record + sizeof r, r.lines, api_of, [&](std::string_view ev, std::string_view body) {
       out.append("{\"ev\":\"").append(ev).append("\",\"t\":").append(t_text).append(body).append("}\n");
       ++lines;
     });
@@ -203,7 +203,7 @@ RecoveryResult recover_pending(const std::string& trace_path, const EndFields& e
   if (map.base() == nullptr) return failure(errno_text("cannot map " + pending_path));
   const auto& h = *reinterpret_cast<const Header*>(map.base());
   if (std::memcmp(h.magic, kMagic, sizeof kMagic) != 0 || h.version != kVersion || h.header_bytes < sizeof(Header) ||
-      h.slot_bytes <= sizeof(flush::LogChunk)) {
+      h.slot_bytes <= sizeof(LogChunk)) {
     return failure(pending_path + " is not a pending file of this cumemtrace version");
   }
   RecoveryResult result;
@@ -256,4 +256,4 @@ RecoveryResult recover_pending(const std::string& trace_path, const EndFields& e
   return result;
 }
 
-}  // namespace cumemtrace::preload::pending
+}  // namespace cumemtrace::contract::pending

@@ -1,11 +1,11 @@
-#include "common/diagnostics.h"
+#include "text/diagnostics.h"
 
 #include <unistd.h>
 
 #include <cstdarg>
 #include <cstdio>
 
-namespace cumemtrace::preload {
+namespace cumemtrace::contract {
 
 void warn(const char* fmt, ...) {
   char line[512];
@@ -22,4 +22,4 @@ void warn(const char* fmt, ...) {
   (void)ignored;
 }
 
-}  // namespace cumemtrace::preload
+}  // namespace cumemtrace::contract

@@ -8,11 +8,10 @@
 #include <filesystem>
 #include <string>
 
-#include "cumemtrace/output_template.h"
-#include "trace/output_path.h"
+#include "output/output_template.h"
+#include "output/output_path.h"
 
-using namespace cumemtrace::preload;
-using namespace cumemtrace::format;
+using namespace cumemtrace::contract;
 
 namespace {
 

@@ -1,11 +1,11 @@
 // Which callers the caching pool leaves to the driver
-// (config/step_aside_rule.h).
-#include "config/step_aside_rule.h"
+// (options/step_aside_rule.h).
+#include "options/step_aside_rule.h"
 
 #include <gtest/gtest.h>
 
-using cumemtrace::preload::step_aside_setting_problem;
-using cumemtrace::preload::steps_aside_for;
+using cumemtrace::contract::step_aside_setting_problem;
+using cumemtrace::contract::steps_aside_for;
 
 TEST(StepAsideRule, AutoNamesTheFrameworksCachingAllocators) {
   for (const char* path : {"/opt/conda/lib/python3.11/site-packages/torch/lib/libc10_cuda.so",

@@ -1,4 +1,4 @@
-#include "config/config.h"
+#include "options/config.h"
 
 #include <cstdlib>
 #include <optional>
@@ -7,12 +7,12 @@
 #include <type_traits>
 
 #include "cumemtrace/trace_format.h"
-#include "common/diagnostics.h"
-#include "config/step_aside_rule.h"
+#include "text/diagnostics.h"
+#include "options/step_aside_rule.h"
 
 extern char** environ;
 
-namespace cumemtrace::preload {
+namespace cumemtrace::contract {
 namespace {
 
 // One option: how its environment variable is read and how it is echoed in
@@ -140,7 +140,7 @@ constexpr OptionSpec pool_conf() {
 }
 
 // CUMEMTRACE_POOL_STEP_ASIDE: auto, off or fnmatch patterns
-// (config/step_aside_rule.h).
+// (options/step_aside_rule.h).
 constexpr OptionSpec pool_step_aside() {
   return {"CUMEMTRACE_POOL_STEP_ASIDE", "pool_step_aside",
           "'auto', 'off' or comma-separated library path patterns",
@@ -305,4 +305,4 @@ const char* pool_mode_name(Config::PoolMode mode) {
   return mode == Config::PoolMode::passthrough ? "passthrough" : "caching";
 }
 
-}  // namespace cumemtrace::preload
+}  // namespace cumemtrace::contract

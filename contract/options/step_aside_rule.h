@@ -1,13 +1,14 @@
-// Which libraries the caching pool steps aside for (hooks/step_aside.h says
-// why): CUMEMTRACE_POOL_STEP_ASIDE is `auto` (the caching allocators below),
-// `off` (the pool serves every caller), or a comma-separated list of
-// fnmatch(3) patterns matched against the calling library's path as the
-// loader names it (dladdr's dli_fname), e.g. "*/libmyalloc.so*".
+// Which libraries the caching pool steps aside for
+// (preload/hooks/step_aside.h says why): CUMEMTRACE_POOL_STEP_ASIDE is `auto`
+// (the caching allocators below), `off` (the pool serves every caller), or a
+// comma-separated list of fnmatch(3) patterns matched against the calling
+// library's path as the loader names it (dladdr's dli_fname), e.g.
+// "*/libmyalloc.so*".
 #pragma once
 
 #include <string_view>
 
-namespace cumemtrace::preload {
+namespace cumemtrace::contract {
 
 // `auto` is the list of include/cumemtrace/caching_allocators.h, where
 // each framework's library is named; PyTorch's not when
@@ -25,4 +26,4 @@ bool steps_aside_for(std::string_view setting, const char* library_path, bool to
 // What is wrong with a setting, or empty: for the option's warning.
 std::string_view step_aside_setting_problem(std::string_view setting);
 
-}  // namespace cumemtrace::preload
+}  // namespace cumemtrace::contract

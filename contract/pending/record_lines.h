@@ -1,4 +1,4 @@
-// The lines of one record of a thread's log (flush_log.h), in the order the
+// The lines of one record of a thread's log (log_records.h), in the order the
 // trace has them: what the writer formats when it merges the logs, and what
 // a recovery formats from a killed process's pending file (pending_log.h),
 // so both write the same bytes.
@@ -8,11 +8,11 @@
 #include <cstring>
 #include <string_view>
 
-#include "common/line_buffer.h"
-#include "trace/compact_event.h"
-#include "trace/flush_log.h"
+#include "text/line_buffer.h"
+#include "pending/compact_event.h"
+#include "pending/log_records.h"
 
-namespace cumemtrace::preload::flush {
+namespace cumemtrace::contract::pending {
 
 // Calls emit(ev, body) for each line of the record whose lines start at
 // `p` (just after its RecordHeader). `api_of(event.api)` gives the name a
@@ -52,4 +52,4 @@ void for_each_record_line(const char* p, std::uint16_t lines, ApiOf&& api_of, Em
   }
 }
 
-}  // namespace cumemtrace::preload::flush
+}  // namespace cumemtrace::contract::pending

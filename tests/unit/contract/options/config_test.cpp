@@ -8,12 +8,12 @@
 #include <string>
 #include <vector>
 
-#include "config/config.h"
+#include "options/config.h"
 #include "cumemtrace/trace_format.h"
 
-using cumemtrace::preload::Config;
-using cumemtrace::preload::ForkMode;
-using cumemtrace::preload::parse_config;
+using cumemtrace::contract::Config;
+using cumemtrace::contract::ForkMode;
+using cumemtrace::contract::parse_config;
 
 namespace {
 
@@ -139,16 +139,16 @@ TEST(Config, UnknownOptionIsNamedInAWarningAndOptionsReadElsewhereAreNot) {
   for (const char* known : {"CUMEMTRACE_LIBRARY", "CUMEMTRACE_STACKS", "CUMEMTRACE_POOL",
                             "CUMEMTRACE_POOL_CONF", "CUMEMTRACE_POOL_SAMPLE_MS", "CUMEMTRACE_FLUSH_MS",
                             "CUMEMTRACE_FORK", "CUMEMTRACE_OUTPUT", "CUMEMTRACE_BUFFER_KB"}) {
-    EXPECT_TRUE(cumemtrace::preload::is_known_option(known)) << known;
+    EXPECT_TRUE(cumemtrace::contract::is_known_option(known)) << known;
   }
-  EXPECT_FALSE(cumemtrace::preload::is_known_option("CUMEMTRACE_OUTPT"));
+  EXPECT_FALSE(cumemtrace::contract::is_known_option("CUMEMTRACE_OUTPT"));
 }
 
 TEST(Config, EchoIsValidJsonWithEveryOptionInForce) {
   Config c = parse({{"CUMEMTRACE_OUTPUT", "a\"b.jsonl"}, {"CUMEMTRACE_FLUSH_MS", "50"}, {"CUMEMTRACE_FORK", "off"}})
                  .config;
-  cumemtrace::preload::LineBuffer b;
-  cumemtrace::preload::append_config_json(b, c);
+  cumemtrace::contract::LineBuffer b;
+  cumemtrace::contract::append_config_json(b, c);
   const auto j = nlohmann::json::parse(b.view());
   EXPECT_EQ(j["output"], "a\"b.jsonl");
   EXPECT_EQ(j["buffer_kb"], 256);
@@ -161,7 +161,7 @@ TEST(Config, EchoIsValidJsonWithEveryOptionInForce) {
 }
 
 TEST(Config, ValuesAreCheckedWithTheSameTableForTheLauncher) {
-  using cumemtrace::preload::option_value_problem;
+  using cumemtrace::contract::option_value_problem;
   EXPECT_EQ(option_value_problem("CUMEMTRACE_FLUSH_MS", "50"), std::nullopt);
   EXPECT_EQ(option_value_problem("CUMEMTRACE_FORK", "off"), std::nullopt);
   EXPECT_EQ(option_value_problem("CUMEMTRACE_FLUSH_MS", "0"),
@@ -232,8 +232,8 @@ TEST(Config, BadPoolValuesWarnOnceEachAndKeepTheirDefaults) {
 
 TEST(Config, EchoNamesThePoolAndItsPolicy) {
   const Config c = parse({{"CUMEMTRACE_POOL_CONF", "max_split_size_mb:128"}}).config;
-  cumemtrace::preload::LineBuffer b;
-  cumemtrace::preload::append_config_json(b, c);
+  cumemtrace::contract::LineBuffer b;
+  cumemtrace::contract::append_config_json(b, c);
   const auto j = nlohmann::json::parse(b.view());
   EXPECT_EQ(j["pool"], "caching");
   EXPECT_EQ(j["pool_sample_ms"], 100);
@@ -241,8 +241,8 @@ TEST(Config, EchoNamesThePoolAndItsPolicy) {
   EXPECT_TRUE(j["release_threshold"].is_null());
   EXPECT_EQ(j["expandable_segments"], true) << "the default since issue 18";
   const Config off = parse({{"CUMEMTRACE_POOL_CONF", "expandable_segments:false"}}).config;
-  cumemtrace::preload::LineBuffer b2;
-  cumemtrace::preload::append_config_json(b2, off);
+  cumemtrace::contract::LineBuffer b2;
+  cumemtrace::contract::append_config_json(b2, off);
   EXPECT_EQ(nlohmann::json::parse(b2.view())["expandable_segments"], false);
 }
 
@@ -260,9 +260,9 @@ TEST(Config, HeaderEnvHoldsOnlyTheAllocatorVariablesThatAreSet) {
     const auto it = env.find(name);
     return it == env.end() ? nullptr : it->second.c_str();
   };
-  cumemtrace::preload::LineBuffer b;
+  cumemtrace::contract::LineBuffer b;
   b.raw("{\"ev\":\"header\"");
-  cumemtrace::preload::append_header_env(b, lookup);
+  cumemtrace::contract::append_header_env(b, lookup);
   b.ch('}');
   const auto j = nlohmann::json::parse(b.view());  // throws on an invalid line
   ASSERT_TRUE(j["env"].is_object()) << b.view();
@@ -271,11 +271,11 @@ TEST(Config, HeaderEnvHoldsOnlyTheAllocatorVariablesThatAreSet) {
   EXPECT_EQ(j["env"]["PYTORCH_ALLOC_CONF"], "bad\xef\xbf\xbd\u0001utf8") << "U+FFFD for the bad byte";
   EXPECT_EQ(j["env"]["PYTORCH_NO_CUDA_MEMORY_CACHING"], "1");
 
-  cumemtrace::preload::LineBuffer none;
-  cumemtrace::preload::append_header_env(none, [](const char*) -> const char* { return nullptr; });
+  cumemtrace::contract::LineBuffer none;
+  cumemtrace::contract::append_header_env(none, [](const char*) -> const char* { return nullptr; });
   EXPECT_EQ(none.view(), "") << "no `env` field when none is set";
-  cumemtrace::preload::LineBuffer one;
-  cumemtrace::preload::append_header_env(one, [](const char* name) -> const char* {
+  cumemtrace::contract::LineBuffer one;
+  cumemtrace::contract::append_header_env(one, [](const char* name) -> const char* {
     return std::string_view(name) == "PYTORCH_ALLOC_CONF" ? "" : nullptr;
   });
   EXPECT_EQ(one.view(), R"(,"env":{"PYTORCH_ALLOC_CONF":""})") << "set to empty is still set";
@@ -291,16 +291,16 @@ TEST(Config, RankVariablesAreReadWithTheOptionsAndEchoedInTheHeader) {
                         {"SLURM_JOB_ID", "never"},
                         {"MASTER_ADDR", "never"}});
   EXPECT_EQ(p.warnings, "");
-  cumemtrace::preload::LineBuffer b;
+  cumemtrace::contract::LineBuffer b;
   b.raw("{\"ev\":\"header\"");
-  cumemtrace::preload::append_header_rank_env(b, p.config);
+  cumemtrace::contract::append_header_rank_env(b, p.config);
   b.ch('}');
   const auto j = nlohmann::json::parse(b.view());
   EXPECT_EQ(j["rank_env"], (nlohmann::json{{"RANK", "3"}, {"LOCAL_RANK", "1"}, {"WORLD_SIZE", "4"}, {"PMI_RANK", "7"}}))
       << b.view();
 
-  cumemtrace::preload::LineBuffer none;
-  cumemtrace::preload::append_header_rank_env(none, parse({}).config);
+  cumemtrace::contract::LineBuffer none;
+  cumemtrace::contract::append_header_rank_env(none, parse({}).config);
   EXPECT_EQ(none.view(), "") << "no `rank_env` field when no launcher set one";
 }
 

@@ -10,7 +10,7 @@
 //
 // What makes a finished recovery exact:
 //  - A record is visible once its chunk's `committed` covers it (the
-//    producer stores the record's bytes first, flush_log.h); one that a
+//    producer stores the record's bytes first, log_records.h); one that a
 //    thread had begun but not committed was never recorded.
 //  - Every chunk carries two marks: how far its records are in the trace.
 //    The writer changes the marks that are not current, writes the lines,
@@ -27,16 +27,16 @@
 //
 // CompactEvent's `api` is a pointer into the preload's own memory; a
 // recovering process reads the name from `apis`, which each recording thread
-// fills the first time it meets a pointer (trace_writer.cpp).
+// fills the first time it meets a pointer (preload/trace/trace_writer.cpp).
 #pragma once
 
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
 
-#include "trace/tick_clock.h"
+#include "pending/tick_reference.h"
 
-namespace cumemtrace::preload::pending {
+namespace cumemtrace::contract::pending {
 
 inline constexpr char kMagic[8] = {'C', 'M', 'T', 'P', 'E', 'N', 'D', '1'};
 inline constexpr std::uint32_t kVersion = 1;
@@ -75,9 +75,9 @@ struct Header {
   std::atomic<std::uint64_t> dropped;     // the writer's dropped count at the last commit
   std::atomic<std::uint32_t> frame_open;  // zstd: the file ends inside a frame (after a flushed block)
   // The clock of the records' `t` as the writer last calibrated it
-  // (tick_clock.h): clocks[clock_index & 1] is whole.
+  // (tick_reference.h): clocks[clock_index & 1] is whole.
   std::atomic<std::uint32_t> clock_index;
-  TickClock::Reference clocks[2];
+  TickReference clocks[2];
   std::atomic<std::uint32_t> api_count;   // entries of `apis` claimed
   ApiName apis[kMaxApiNames];
 };
@@ -86,4 +86,4 @@ struct Header {
 inline constexpr std::size_t kHeaderBytes = 16 * 1024;
 static_assert(sizeof(Header) <= kHeaderBytes);
 
-}  // namespace cumemtrace::preload::pending
+}  // namespace cumemtrace::contract::pending

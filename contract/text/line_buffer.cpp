@@ -1,6 +1,6 @@
-#include "common/line_buffer.h"
+#include "text/line_buffer.h"
 
-namespace cumemtrace::preload {
+namespace cumemtrace::contract {
 namespace {
 
 // Length of the valid UTF-8 sequence starting at s[i], or 0 if invalid.
@@ -65,4 +65,4 @@ LineBuffer& LineBuffer::str_escaped(std::string_view s) {
   return ch('"');
 }
 
-}  // namespace cumemtrace::preload
+}  // namespace cumemtrace::contract

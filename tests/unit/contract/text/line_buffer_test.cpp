@@ -3,9 +3,9 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
-#include "common/line_buffer.h"
+#include "text/line_buffer.h"
 
-using cumemtrace::preload::LineBuffer;
+using cumemtrace::contract::LineBuffer;
 
 namespace {
 

@@ -1,4 +1,4 @@
-#include "trace/output_path.h"
+#include "output/output_path.h"
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -6,7 +6,7 @@
 #include <cerrno>
 #include <cstring>
 
-namespace cumemtrace::preload {
+namespace cumemtrace::contract {
 
 namespace {
 
@@ -84,4 +84,4 @@ int create_trace_file(std::string& path, bool numbered_if_taken) {
   return fd;
 }
 
-}  // namespace cumemtrace::preload
+}  // namespace cumemtrace::contract

@@ -10,7 +10,7 @@
 #include <functional>
 #include <string>
 
-namespace cumemtrace::preload::pending {
+namespace cumemtrace::contract::pending {
 
 struct RecoveryResult {
   enum class Status {
@@ -37,4 +37,4 @@ RecoveryResult recover_pending(const std::string& trace_path, const EndFields& e
 // The pending file of `trace_path`.
 std::string pending_path_of(const std::string& trace_path);
 
-}  // namespace cumemtrace::preload::pending
+}  // namespace cumemtrace::contract::pending

@@ -1,7 +1,8 @@
 // The body of an alloc or free line (and its passthrough segment twin) as
 // the facts it is made of, not as text: the hot path stores this struct in
 // its thread's log, and the writer thread formats it, on its own core, when
-// it merges the logs. Formatting the numbers of two lines (tid, dev, ptr,
+// it merges the logs (a recovery, when it reads them from the pending file:
+// record_lines.h). Formatting the numbers of two lines (tid, dev, ptr,
 // size, stack: ~700 instructions a call, callgrind, bench_malloc_free in
 // passthrough) was the largest single cost an intercepted call paid.
 //
@@ -14,9 +15,9 @@
 #include <cstdint>
 
 #include "cumemtrace/trace_format.h"
-#include "common/line_buffer.h"
+#include "text/line_buffer.h"
 
-namespace cumemtrace::preload {
+namespace cumemtrace::contract::pending {
 
 struct CompactEvent {
   // Which line: a whole alloc or free, or a passthrough allocation's segment
@@ -70,4 +71,4 @@ struct CompactEvent {
   }
 };
 
-}  // namespace cumemtrace::preload
+}  // namespace cumemtrace::contract::pending

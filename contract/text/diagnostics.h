@@ -2,9 +2,9 @@
 // stdio locks, no allocation, safe from any thread and from atexit handlers.
 #pragma once
 
-namespace cumemtrace::preload {
+namespace cumemtrace::contract {
 
 // printf-style; prefixed with "cumemtrace: warning: " and ended with '\n'.
 void warn(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
 
-}  // namespace cumemtrace::preload
+}  // namespace cumemtrace::contract

@@ -10,7 +10,7 @@
 #include <string>
 #include <string_view>
 
-namespace cumemtrace::format {
+namespace cumemtrace::contract {
 
 struct TemplateValues {
   long pid = 0;
@@ -75,4 +75,4 @@ inline std::optional<std::string> expand_output_template(std::string_view tmpl,
   return out;
 }
 
-}  // namespace cumemtrace::format
+}  // namespace cumemtrace::contract

@@ -1,4 +1,4 @@
-#include "config/step_aside_rule.h"
+#include "options/step_aside_rule.h"
 
 #include <fnmatch.h>
 
@@ -6,7 +6,7 @@
 
 #include "cumemtrace/caching_allocators.h"
 
-namespace cumemtrace::preload {
+namespace cumemtrace::contract {
 
 namespace {
 
@@ -55,4 +55,4 @@ std::string_view step_aside_setting_problem(std::string_view setting) {
   return {};
 }
 
-}  // namespace cumemtrace::preload
+}  // namespace cumemtrace::contract

@@ -12,7 +12,7 @@
 #include <string>
 #include <string_view>
 
-namespace cumemtrace::preload {
+namespace cumemtrace::contract {
 
 class LineBuffer {
  public:
@@ -141,4 +141,4 @@ class LineBuffer {
   std::string heap_;
 };
 
-}  // namespace cumemtrace::preload
+}  // namespace cumemtrace::contract

@@ -16,9 +16,9 @@
 
 #include "cumemtrace/pool/pool_config.h"
 #include "cumemtrace/trace_format.h"
-#include "common/line_buffer.h"
+#include "text/line_buffer.h"
 
-namespace cumemtrace::preload {
+namespace cumemtrace::contract {
 
 // CUMEMTRACE_FORK: what a child forked without exec records.
 enum class ForkMode : std::uint8_t {
@@ -40,7 +40,7 @@ struct Config {
   // CUMEMTRACE_KILL_SAFE: the threads' not-yet-written events live in
   // `<trace>.pending`, memory the kernel keeps when the process is killed
   // (SIGKILL, the OOM killer), so `cumemtrace` can complete such a trace
-  // with everything it recorded (trace/pending_log.h); 0 keeps them on the
+  // with everything it recorded (pending/pending_log.h); 0 keeps them on the
   // heap, and a kill loses up to CUMEMTRACE_FLUSH_MS of them.
   bool kill_safe = true;
   // CUMEMTRACE_FORK: see ForkMode.
@@ -50,14 +50,14 @@ struct Config {
   unsigned stacks = 32;
   // CUMEMTRACE_UNWINDER: how stacks are walked. `cfi` (default) reads the
   // unwind tables itself and remembers each thread's recent walks
-  // (stacks/frame_walker.h), handing what it cannot walk to libunwind;
-  // `libunwind` walks every stack with libunwind alone.
+  // (preload/stacks/frame_walker.h), handing what it cannot walk to
+  // libunwind; `libunwind` walks every stack with libunwind alone.
   enum class Unwinder : unsigned char { cfi, libunwind };
   Unwinder unwinder = Unwinder::cfi;
   // CUMEMTRACE_PYTHON: `auto` (default) merges the calling thread's Python
   // frames (function, file, line) into every stack captured while it runs
-  // Python code, on CPython 3.9-3.14 (stacks/python_frames.h); `off` keeps
-  // native frames only.
+  // Python code, on CPython 3.9-3.14 (preload/stacks/python_frames.h);
+  // `off` keeps native frames only.
   enum class Python : unsigned char { automatic, off };
   Python python = Python::automatic;
   // CUMEMTRACE_FREE_STACKS: whether `free` lines carry a stack of their own.
@@ -74,8 +74,8 @@ struct Config {
   // (pool_config.h). Bad entries are warned about and keep their defaults.
   pool::PoolConfig pool_config;
   // CUMEMTRACE_POOL_STEP_ASIDE: callers the caching pool leaves to the
-  // driver because they cache themselves (hooks/step_aside.h,
-  // config/step_aside_rule.h): `auto` (PyTorch's, CuPy's, RMM's, XLA's and
+  // driver because they cache themselves (preload/hooks/step_aside.h,
+  // options/step_aside_rule.h): `auto` (PyTorch's, CuPy's, RMM's, XLA's and
   // TensorFlow's allocators), `off`, or library path patterns.
   std::string pool_step_aside{"auto"};
   // CUMEMTRACE_POOL_SAMPLE_MS: at most one `pool` sample per device this
@@ -134,4 +134,4 @@ bool is_known_option(std::string_view name);
 // flags with this, so the launcher and the library never disagree.
 std::optional<std::string> option_value_problem(std::string_view env, std::string_view value);
 
-}  // namespace cumemtrace::preload
+}  // namespace cumemtrace::contract
