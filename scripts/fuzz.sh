@@ -21,8 +21,13 @@ if ! command -v nvcc >/dev/null && [[ -x /usr/local/cuda/bin/nvcc ]]; then
 fi
 # -O1 without NDEBUG: simdjson's development checks stay on and catch API misuse.
 sanitize="-fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=all"
+# In CI, no ccache, as in build.sh: a fresh machine's cache is empty, and a
+# warm one (a developer's machine running .ci/run) would time a build CI
+# never gets.
+ccache=()
+[[ ${CI:-} == true ]] && ccache=(-DCUMEMTRACE_CCACHE=OFF)
 if [[ ! -f $build/CMakeCache.txt ]]; then
-  cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Fuzz \
+  cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Fuzz "${ccache[@]}" \
     -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ \
     -DCMAKE_C_FLAGS="-O1 -g -fno-omit-frame-pointer $sanitize" \
     -DCMAKE_CXX_FLAGS="-O1 -g -fno-omit-frame-pointer $sanitize" \
