@@ -56,7 +56,6 @@ LastGraphMemory g_last[Recorder::kMaxDevices];
 std::mutex g_write_mu;  // only when the figures changed: keeps lines in order
 
 void sample_graph_memory(const char* api, int dev) noexcept {
-  if (!g_memory_nodes_seen.load(std::memory_order_acquire)) return;
   try {
     auto* get = next_graph_mem_attribute.get();
     if (!get || dev < 0 || dev >= Recorder::kMaxDevices) return;
@@ -79,6 +78,16 @@ void sample_graph_memory(const char* api, int dev) noexcept {
     recorder().on_graph_mem(api, dev, used, reserved);
   } catch (...) {
   }
+}
+
+// After a call that may change the graph memory of `dev` (trim) or of the
+// current device (the others): nothing at all, not even the device's
+// lookup, until a memory node exists.
+void sample_graph_memory_of(const char* api, int dev) noexcept {
+  if (g_memory_nodes_seen.load(std::memory_order_acquire)) sample_graph_memory(api, dev);
+}
+void sample_current_graph_memory(const char* api) noexcept {
+  if (g_memory_nodes_seen.load(std::memory_order_acquire)) sample_graph_memory(api, current_device());
 }
 
 // The graph a capturing stream is capturing into, or 0.
@@ -112,7 +121,7 @@ CUresult instantiate_done(const char* api, CUresult rc, CUgraphExec* exec, CUgra
     recorder().on_graph_exec(api, reinterpret_cast<std::uintptr_t>(graph), reinterpret_cast<std::uintptr_t>(*exec));
   });
   // CUDA_GRAPH_INSTANTIATE_FLAG_UPLOAD backs the graph's memory at once.
-  sample_graph_memory(api, current_device());
+  sample_current_graph_memory(api);
   return rc;
 }
 
@@ -143,7 +152,7 @@ template <bool PerThread>
 CUresult upload(decltype(&::cuGraphUpload) real, CUgraphExec exec, CUstream stream) {
   if (!real) return kNoDriver;
   const CUresult rc = real(exec, stream);
-  if (rc == CUDA_SUCCESS) sample_graph_memory(PerThread ? "cuGraphUpload_ptsz" : "cuGraphUpload", current_device());
+  if (rc == CUDA_SUCCESS) sample_current_graph_memory(PerThread ? "cuGraphUpload_ptsz" : "cuGraphUpload");
   return rc;
 }
 
@@ -154,7 +163,7 @@ CUresult launch(decltype(&::cuGraphLaunch) real, CUgraphExec exec, CUstream stre
   if (rc != CUDA_SUCCESS) return rc;
   const char* api = PerThread ? "cuGraphLaunch_ptsz" : "cuGraphLaunch";
   guarded([&] { recorder().on_graph_launch(api, reinterpret_cast<std::uintptr_t>(exec)); });
-  sample_graph_memory(api, current_device());
+  sample_current_graph_memory(api);
   return rc;
 }
 
@@ -163,7 +172,7 @@ CUresult exec_destroy(decltype(&::cuGraphExecDestroy) real, CUgraphExec exec) {
   const CUresult rc = real(exec);
   if (rc != CUDA_SUCCESS) return rc;
   guarded([&] { recorder().on_graph_destroy("cuGraphExecDestroy", 0, reinterpret_cast<std::uintptr_t>(exec)); });
-  sample_graph_memory("cuGraphExecDestroy", current_device());
+  sample_current_graph_memory("cuGraphExecDestroy");
   return rc;
 }
 
@@ -179,7 +188,7 @@ CUresult graph_destroy(decltype(&::cuGraphDestroy) real, CUgraph graph) {
 CUresult trim(decltype(&::cuDeviceGraphMemTrim) real, CUdevice device) {
   if (!real) return kNoDriver;
   const CUresult rc = real(device);
-  if (rc == CUDA_SUCCESS) sample_graph_memory("cuDeviceGraphMemTrim", static_cast<int>(device));
+  if (rc == CUDA_SUCCESS) sample_graph_memory_of("cuDeviceGraphMemTrim", static_cast<int>(device));
   return rc;
 }
 
