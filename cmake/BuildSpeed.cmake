@@ -65,6 +65,21 @@ if(CUMEMTRACE_CCACHE AND NOT CMAKE_CXX_COMPILER_LAUNCHER)
   endif()
 endif()
 
+#   CUMEMTRACE_UNITY_TESTS=ON (the default)   the files of each GoogleTest
+#       executable are compiled CUMEMTRACE_UNITY_BATCH (8) at a time, as one
+#       file (CMake's unity build). With the precompiled header a test file's
+#       time goes mostly to what GoogleTest's macros and nlohmann/json's
+#       templates expand to, and each file expanded them again: five of
+#       analyzer_unit_tests' files in CI's address build, 47 s one by one,
+#       28 s as one (2026-11-29). A test file's helpers therefore live in its
+#       own named namespace, or in a shared header, never beside another
+#       file's of the same name (a unity build with CUMEMTRACE_UNITY_BATCH=0,
+#       every file of a target as one, checks it). Files with options of
+#       their own (COMPILE_OPTIONS, SKIP_PRECOMPILE_HEADERS) compile alone.
+option(CUMEMTRACE_UNITY_TESTS "Compile each test executable's files in batches (unity build)" ON)
+set(CUMEMTRACE_UNITY_BATCH 8 CACHE STRING
+  "Files per unity batch of the test executables (0: all of a target's files as one)")
+
 option(CUMEMTRACE_PCH "Precompile GoogleTest, nlohmann/json and large standard headers for the test executables" ON)
 set(CUMEMTRACE_TEST_COMPILE_OPTIONS "" CACHE STRING
   "Compile options added to the test executables (e.g. -g1; see cmake/BuildSpeed.cmake)")
@@ -87,6 +102,10 @@ set(CUMEMTRACE_TEST_PCH_HEADERS <gtest/gtest.h> <nlohmann/json.hpp>
 function(cumemtrace_test_build target)
   if(CUMEMTRACE_TEST_COMPILE_OPTIONS)
     target_compile_options(${target} PRIVATE ${CUMEMTRACE_TEST_COMPILE_OPTIONS})
+  endif()
+  if(CUMEMTRACE_UNITY_TESTS)
+    set_target_properties(${target} PROPERTIES UNITY_BUILD ON
+      UNITY_BUILD_BATCH_SIZE ${CUMEMTRACE_UNITY_BATCH})
   endif()
   if(NOT CUMEMTRACE_PCH)
     return()

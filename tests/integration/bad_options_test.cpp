@@ -24,7 +24,7 @@ namespace fs = std::filesystem;
 namespace {
 
 const std::string kKnownSequence = CUMEMTRACE_APPS_DIR "/known_sequence";
-constexpr int kAllocs = 7, kFrees = 5, kLeaked = 2;  // known_sequence.cpp's sequence
+constexpr int kSequenceAllocs = 7, kSequenceFrees = 5, kSequenceLeaked = 2;  // known_sequence.cpp's sequence
 
 // Values no option takes, or that take a path the system refuses. An
 // environment string cannot hold NUL; 100,000 bytes is near the kernel's
@@ -115,13 +115,13 @@ class BadOptions : public ::testing::Test {
     const auto count = [&](const char* ev) {
       return std::count_if(lines.begin(), lines.end(), [&](const json& l) { return l["ev"] == ev; });
     };
-    EXPECT_EQ(count("alloc"), kAllocs) << what;
-    EXPECT_EQ(count("free"), kFrees) << what;
+    EXPECT_EQ(count("alloc"), kSequenceAllocs) << what;
+    EXPECT_EQ(count("free"), kSequenceFrees) << what;
     EXPECT_EQ(count("error"), 0) << what;
     const CommandResult report = run_command({CUMEMTRACE_CLI, "report", "--format", "json", trace});
     ASSERT_EQ(report.exit_code, 0) << what << ": " << report.err;
     const json r = json::parse(report.out);
-    EXPECT_EQ(r["leaked_count"], kLeaked) << what;
+    EXPECT_EQ(r["leaked_count"], kSequenceLeaked) << what;
     EXPECT_EQ(r["bad_lines"], 0) << what;
     EXPECT_FALSE(r["truncated"]) << what;
   }
@@ -146,7 +146,7 @@ json* BadOptions::default_config_ = nullptr;
 
 TEST_F(BadOptions, TheBareProgramIsTheReference) {
   ASSERT_EQ(bare_->result.exit_code, 0) << bare_->result.err;
-  EXPECT_EQ(std::count(bare_->manifest.begin(), bare_->manifest.end(), '\n'), kAllocs + kFrees);
+  EXPECT_EQ(std::count(bare_->manifest.begin(), bare_->manifest.end(), '\n'), kSequenceAllocs + kSequenceFrees);
   ASSERT_TRUE(default_config_->is_object());
   EXPECT_EQ((*default_config_)["output"], "t.jsonl");
 }

@@ -22,10 +22,8 @@ namespace fs = std::filesystem;
 
 namespace {
 
-const std::string kApps = CUMEMTRACE_APPS_DIR;
 
 // No core files from the ways that abort or fault.
-const bool kNoCores = no_core_files();
 
 // What the process that left said its trace must hold.
 struct Manifest {

@@ -29,10 +29,8 @@ namespace fs = std::filesystem;
 
 namespace {
 
-const std::string kApps = CUMEMTRACE_APPS_DIR;
 
 // No core files from the programs that fault on purpose.
-const bool kNoCores = no_core_files();
 
 // Starts `argv` with `env` and ends it: waits (at most a minute), or, for
 // the SIGKILL row, kills it a second after it printed "ready".

@@ -14,7 +14,6 @@ using nlohmann::json;
 
 namespace {
 
-const std::string kApps = CUMEMTRACE_APPS_DIR;
 
 struct Verdict {
   CommandResult run;  // `run --check`

@@ -63,6 +63,14 @@ bool no_core_files() {
   return setrlimit(RLIMIT_CORE, &none) == 0;
 }
 
+std::vector<nlohmann::json> lines_of(const std::vector<nlohmann::json>& trace, const std::string& ev) {
+  std::vector<nlohmann::json> out;
+  for (const nlohmann::json& l : trace) {
+    if (l["ev"] == ev) out.push_back(l);
+  }
+  return out;
+}
+
 CommandResult run_at_most(const std::vector<std::string>& argv, const EnvChanges& env, int seconds) {
   TempDir scratch;
   return wait_at_most(start_command(argv, env, scratch), seconds);

@@ -44,4 +44,18 @@ std::vector<std::string> lines_of(const std::string& text);
 // that fault or abort on purpose); false if it could not.
 bool no_core_files();
 
+// The test programs' folder (tests/apps in the build tree): every target
+// that compiles integration_support.cpp defines CUMEMTRACE_APPS_DIR. Here
+// and not in each test file, which a unity build compiles together
+// (cmake/BuildSpeed.cmake).
+inline const std::string kApps = CUMEMTRACE_APPS_DIR;
+
+// Core files off from the start, for every test of the executable (the
+// programs that fault or abort on purpose would otherwise leave one each);
+// a test that needs it asserts it.
+inline const bool kNoCores = no_core_files();
+
+// The lines of a parsed trace whose "ev" is `ev`.
+std::vector<nlohmann::json> lines_of(const std::vector<nlohmann::json>& trace, const std::string& ev);
+
 }  // namespace cumemtrace::testing

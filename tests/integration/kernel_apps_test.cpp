@@ -19,7 +19,6 @@ using nlohmann::json;
 
 namespace {
 
-const std::string kApps = CUMEMTRACE_APPS_DIR;
 
 class KernelApps : public ::testing::TestWithParam<std::string> {
  protected:

@@ -25,7 +25,6 @@ using nlohmann::json;
 
 namespace {
 
-const std::string kApps = CUMEMTRACE_APPS_DIR;
 constexpr int kThreads = 16;
 
 struct Progress {

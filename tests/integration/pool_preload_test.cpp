@@ -22,7 +22,6 @@ using nlohmann::json;
 
 namespace {
 
-const std::string kApps = CUMEMTRACE_APPS_DIR;
 constexpr std::uint64_t kMiB = 1 << 20;
 
 // The lines a program's allocator decides (alloc, free, error), without the
@@ -49,13 +48,6 @@ std::string without_lines_containing(const std::string& out, const std::string& 
   return kept;
 }
 
-std::vector<json> lines_of(const std::vector<json>& trace, const std::string& ev) {
-  std::vector<json> out;
-  for (const json& l : trace) {
-    if (l["ev"] == ev) out.push_back(l);
-  }
-  return out;
-}
 
 // Empty if reserved memory covers every pooled block whenever it is live:
 // segments never overlap, a segment_free names memory held, each alloc with

@@ -20,15 +20,7 @@ using nlohmann::json;
 
 namespace {
 
-const std::string kApps = CUMEMTRACE_APPS_DIR;
 
-std::vector<json> lines_of(const std::vector<json>& trace, const std::string& ev) {
-  std::vector<json> out;
-  for (const json& l : trace) {
-    if (l["ev"] == ev) out.push_back(l);
-  }
-  return out;
-}
 
 class PoolSharing : public ::testing::Test {
  protected:

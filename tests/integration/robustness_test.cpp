@@ -21,10 +21,8 @@ namespace fs = std::filesystem;
 
 namespace {
 
-const std::string kApps = CUMEMTRACE_APPS_DIR;
 
 // No core files from the programs that fault on purpose.
-const bool kNoCores = no_core_files();
 
 EnvChanges preloaded(const std::string& output, EnvChanges more = {}) {
   more.emplace_back("LD_PRELOAD", CUMEMTRACE_PRELOAD);

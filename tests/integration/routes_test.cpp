@@ -17,7 +17,6 @@ using nlohmann::json;
 
 namespace {
 
-const std::string kApps = CUMEMTRACE_APPS_DIR;
 const std::string kProbes = CUMEMTRACE_APPS_DIR "/probes";
 
 class Routes : public ::testing::Test {

@@ -34,11 +34,11 @@ using nlohmann::json;
 
 namespace {
 
-constexpr const char* kApp = CUMEMTRACE_APPS_DIR "/varlen_workloads";
+constexpr const char* kVarlenApp = CUMEMTRACE_APPS_DIR "/varlen_workloads";
 // Issue 18: peak reserved at most 1.05 x peak live, with no settings.
 // kv_cache met it only with issue 30's placement by mapped stretch (1.061
 // before, 1.035 since, replay and preload alike).
-constexpr double kReservedBound = 1.05;
+constexpr double kVarlenReservedBound = 1.05;
 const std::vector<std::string> kShapes = {"padded_buckets", "long_attention", "two_streams", "kv_cache", "many_layers",
                                            "repeat"};
 
@@ -56,16 +56,16 @@ double ratio(const json& figures, std::uint64_t peak_live) {
 }
 
 TEST(VarlenWorkloads, TheProgramHasEveryShapeTheTestsCheck) {
-  const CommandResult r = run_command({kApp, "--list"}, sim_environment());
+  const CommandResult r = run_command({kVarlenApp, "--list"}, sim_environment());
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(lines_of(r.out), kShapes);
-  EXPECT_NE(run_command({kApp, "--shape", "no_such_shape"}, sim_environment()).exit_code, 0);
+  EXPECT_NE(run_command({kVarlenApp, "--shape", "no_such_shape"}, sim_environment()).exit_code, 0);
 }
 
 class VarlenWorkload : public ::testing::TestWithParam<std::string> {
  protected:
   std::vector<std::string> traced(const std::string& trace) const {
-    return {CUMEMTRACE_CLI, "run", "--output", trace, "--", kApp, "--shape", GetParam()};
+    return {CUMEMTRACE_CLI, "run", "--output", trace, "--", kVarlenApp, "--shape", GetParam()};
   }
 
   TempDir dir_;
@@ -75,7 +75,7 @@ class VarlenWorkload : public ::testing::TestWithParam<std::string> {
 // (i) The program under libcumemtrace.so's own pool (CUMEMTRACE_POOL unset:
 // caching) on the simulated 16 GiB device: what the trace says it reserved.
 TEST_P(VarlenWorkload, UnderThePreloadsDefaultPoolReservedStaysWithinTheBound) {
-  const CommandResult plain = run_command({kApp, "--shape", GetParam()}, sim_environment());
+  const CommandResult plain = run_command({kVarlenApp, "--shape", GetParam()}, sim_environment());
   ASSERT_EQ(plain.exit_code, 0) << plain.err;
   const AppOutput without = parse_output(plain);
   EXPECT_EQ(without.failed, 0u);
@@ -100,7 +100,7 @@ TEST_P(VarlenWorkload, UnderThePreloadsDefaultPoolReservedStaysWithinTheBound) {
               GetParam().c_str(), describe(conf), static_cast<unsigned long long>(app.peak_live),
               static_cast<unsigned long long>(report["peak_reserved"].get<std::uint64_t>()), reserved_over_live);
   RecordProperty("preload_reserved_over_live", std::to_string(reserved_over_live));
-  EXPECT_LE(reserved_over_live, kReservedBound) << GetParam() << " under the preload, " << describe(conf);
+  EXPECT_LE(reserved_over_live, kVarlenReservedBound) << GetParam() << " under the preload, " << describe(conf);
 }
 
 // (ii) The program's own cudaMalloc/cudaFree calls (CUMEMTRACE_POOL=
@@ -143,7 +143,7 @@ TEST_P(VarlenWorkload, ReplayedWithDefaultSettingsReservedStaysWithinTheBoundAnd
               torch_over_live);
   RecordProperty("reserved_over_live", std::to_string(reserved_over_live));
   RecordProperty("pytorch_reserved_over_live", std::to_string(torch_over_live));
-  EXPECT_LE(reserved_over_live, kReservedBound) << GetParam() << " replayed, " << describe(conf);
+  EXPECT_LE(reserved_over_live, kVarlenReservedBound) << GetParam() << " replayed, " << describe(conf);
   EXPECT_LE(ours["peak_reserved"].get<double>(), torch["peak_reserved"].get<double>());
 }
 
@@ -165,7 +165,6 @@ INSTANTIATE_TEST_SUITE_P(Shapes, VarlenWorkload, ::testing::ValuesIn(kShapes),
 // Step times are benchmarks (scripts/bench_steps.sh), never asserted here.
 namespace {
 
-constexpr const char* kApps = CUMEMTRACE_APPS_DIR;
 constexpr const char* kPyTorchPolicy = "segment_policy:pytorch,expandable_segments:false";
 
 // name=value fields of the program's lines starting with `tag`.
@@ -237,7 +236,7 @@ TEST_P(StepLoop, TheDefaultPoolNeverWaitsAndGivesNothingBackEarly) {
   const double reserved_over_live = ratio(report, report["peak_allocated"].get<std::uint64_t>());
   std::printf("%s on a busy device: peak reserved / peak live %.4f\n", GetParam().workload.c_str(),
               reserved_over_live);
-  EXPECT_LE(reserved_over_live, kReservedBound);
+  EXPECT_LE(reserved_over_live, kVarlenReservedBound);
 }
 
 TEST_P(StepLoop, PyTorchsPolicyNeverWaitsEither) { check(run(kPyTorchPolicy), kPyTorchPolicy); }

@@ -33,6 +33,15 @@ std::string end_line(std::uint64_t t) {
 
 std::string cli_path() { return CUMEMTRACE_CLI; }
 
+CommandResult cli(std::vector<std::string> args, EnvChanges env) {
+  args.insert(args.begin(), cli_path());
+  return run_command(args, env);
+}
+
+bool contains(const std::string& haystack, std::string_view needle) {
+  return haystack.find(needle) != std::string::npos;
+}
+
 std::string empty_preload(int which) { return which == 1 ? CUMEMTRACE_TEST_PRELOAD1 : CUMEMTRACE_TEST_PRELOAD2; }
 
 }  // namespace cumemtrace::analyzer::testing

@@ -2,8 +2,10 @@
 // built `cumemtrace`; processes and files come from tests/support.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "test_support.h"
@@ -31,5 +33,13 @@ std::string end_line(std::uint64_t t);
 // The built `cumemtrace` and the empty libraries it may preload in tests.
 std::string cli_path();
 std::string empty_preload(int which = 1);
+
+// Runs the built `cumemtrace` with `args`.
+CommandResult cli(std::vector<std::string> args, EnvChanges env = {});
+
+// Whether `haystack` holds `needle`.
+bool contains(const std::string& haystack, std::string_view needle);
+
+inline constexpr std::size_t KiB = 1024, MiB = 1024 * 1024;
 
 }  // namespace cumemtrace::analyzer::testing

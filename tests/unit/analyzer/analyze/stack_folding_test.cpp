@@ -8,7 +8,7 @@
 namespace cumemtrace::analyzer::detail {
 namespace {
 
-const std::string kArrow = " \xE2\x86\x90 ";
+const std::string kFoldArrow = " \xE2\x86\x90 ";
 
 OwnedFrame native(std::string fn, std::string module = "/opt/app/train", std::uint64_t off = 0x10) {
   OwnedFrame f;
@@ -28,7 +28,7 @@ OwnedFrame py(std::string fn, std::string file, std::optional<std::uint64_t> lin
   return f;
 }
 
-std::vector<std::string> labels_of(const std::vector<std::vector<OwnedFrame>>& stacks) {
+std::vector<std::string> folded_labels_of(const std::vector<std::vector<OwnedFrame>>& stacks) {
   std::vector<const std::vector<OwnedFrame>*> pointers;
   for (const auto& s : stacks) pointers.push_back(&s);
   return label_call_sites(pointers);
@@ -103,9 +103,9 @@ TEST(PythonLabels, APythonCallSiteReadsLikeANativeOne) {
       {native("device_alloc(unsigned long)"), native("_PyEval_EvalFrameDefault", "/usr/lib/libpython3.12.so", 0x20),
        py("Trainer.evaluate", "/work/train.py", std::nullopt), py("main", "/work/train.py", 81)},
   };
-  const std::vector<std::string> labels = labels_of(stacks);
-  EXPECT_EQ(labels[0], "device_alloc" + kArrow + "Trainer.train_step (train.py:42)");
-  EXPECT_EQ(labels[1], "device_alloc" + kArrow + "Trainer.evaluate (train.py)") << "a null line: the file alone";
+  const std::vector<std::string> labels = folded_labels_of(stacks);
+  EXPECT_EQ(labels[0], "device_alloc" + kFoldArrow + "Trainer.train_step (train.py:42)");
+  EXPECT_EQ(labels[1], "device_alloc" + kFoldArrow + "Trainer.evaluate (train.py)") << "a null line: the file alone";
 }
 
 TEST(PythonLabels, WhereStacksPartInsideTheInterpreterTheProgramsCallerNamesTheSite) {
@@ -117,9 +117,9 @@ TEST(PythonLabels, WhereStacksPartInsideTheInterpreterTheProgramsCallerNamesTheS
       {native("device_alloc(unsigned long)"), native("_PyEval_EvalFrameDefault", "/usr/lib/libpython3.12.so", 0x24),
        native("_PyEval_EvalFrameDefault", "/usr/lib/libpython3.12.so", 0x30), py("save", "/work/data.py", 9)},
   };
-  const std::vector<std::string> labels = labels_of(stacks);
-  EXPECT_EQ(labels[0], "device_alloc" + kArrow + "load (data.py:7)");
-  EXPECT_EQ(labels[1], "device_alloc" + kArrow + "save (data.py:9)");
+  const std::vector<std::string> labels = folded_labels_of(stacks);
+  EXPECT_EQ(labels[0], "device_alloc" + kFoldArrow + "load (data.py:7)");
+  EXPECT_EQ(labels[1], "device_alloc" + kFoldArrow + "save (data.py:9)");
 }
 
 TEST(PythonLabels, AStackThatEntersNativeCodeThroughCtypesStartsAtItsInnermostPythonFrame) {
@@ -136,14 +136,14 @@ TEST(PythonLabels, AStackThatEntersNativeCodeThroughCtypesStartsAtItsInnermostPy
   stacks[0].push_back(py("Trainer.train_step", "/work/train.py", 42));
   stacks[1].push_back(py("device_alloc", "/work/train.py", 21));
   stacks[1].push_back(py("load_weights", "/work/train.py", 33));
-  const std::vector<std::string> labels = labels_of(stacks);
-  EXPECT_EQ(labels[0], "device_alloc (train.py:21)" + kArrow + "Trainer.train_step (train.py:42)");
-  EXPECT_EQ(labels[1], "device_alloc (train.py:21)" + kArrow + "load_weights (train.py:33)");
+  const std::vector<std::string> labels = folded_labels_of(stacks);
+  EXPECT_EQ(labels[0], "device_alloc (train.py:21)" + kFoldArrow + "Trainer.train_step (train.py:42)");
+  EXPECT_EQ(labels[1], "device_alloc (train.py:21)" + kFoldArrow + "load_weights (train.py:33)");
   // A native program's innermost frame is its own: the label starts there.
   const std::vector<std::vector<OwnedFrame>> native_stacks = {
       {native("device_alloc(unsigned long)"), native("load_weights()", "/opt/app/train", 0x50)},
       {native("device_alloc(unsigned long)"), native("train_step()", "/opt/app/train", 0x60)}};
-  EXPECT_EQ(labels_of(native_stacks)[0], "device_alloc" + kArrow + "load_weights");
+  EXPECT_EQ(folded_labels_of(native_stacks)[0], "device_alloc" + kFoldArrow + "load_weights");
 }
 
 }  // namespace

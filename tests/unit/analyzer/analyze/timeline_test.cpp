@@ -296,7 +296,7 @@ std::string timeline_of(const std::string& trace, TimelineFormat format, std::si
   return out.str();
 }
 
-std::string small_trace() {
+std::string timeline_trace() {
   return testing::join_lines(
       {testing::header_line(), testing::alloc_line(10, "0x100", 2048),
        R"({"ev":"mark","t":15,"tid":7,"name":"phase, \"one\"","kind":"push"})",
@@ -306,7 +306,7 @@ std::string small_trace() {
 }
 
 TEST(TimelineOutput, CsvHasAHeaderAndOneRowPerChangeMarkAndOom) {
-  EXPECT_EQ(timeline_of(small_trace(), TimelineFormat::csv, 0),
+  EXPECT_EQ(timeline_of(timeline_trace(), TimelineFormat::csv, 0),
             "t,event,dev,allocated,reserved,kind,name,size,cause\n"
             "10,sample,0,2048,0,,,,\n"
             "15,mark,,,,push,\"phase, \"\"one\"\"\",,\n"
@@ -317,7 +317,7 @@ TEST(TimelineOutput, CsvHasAHeaderAndOneRowPerChangeMarkAndOom) {
 
 TEST(TimelineOutput, JsonIsOneObjectWithSamplesMarksAndOoms) {
   for (std::size_t buckets : {std::size_t{0}, std::size_t{3}}) {
-    const nlohmann::json j = nlohmann::json::parse(timeline_of(small_trace(), TimelineFormat::json, buckets));
+    const nlohmann::json j = nlohmann::json::parse(timeline_of(timeline_trace(), TimelineFormat::json, buckets));
     EXPECT_EQ(j["timeline_version"], 1);
     EXPECT_EQ(j["samples"].size(), 3u);
     EXPECT_EQ(j["samples"][1], (nlohmann::json{{"t", 20}, {"dev", 1}, {"allocated", 100}, {"reserved", 0}}));

@@ -19,10 +19,7 @@ using testing::CommandResult;
 using testing::EnvChanges;
 using testing::TempDir;
 
-CommandResult cli(std::vector<std::string> args, EnvChanges env = {}) {
-  args.insert(args.begin(), testing::cli_path());
-  return testing::run_command(args, env);
-}
+using testing::cli;
 
 // `run` with the empty stand-in library, so these tests need no libcumemtrace.so.
 CommandResult cli_run(std::vector<std::string> command, EnvChanges env = {}) {

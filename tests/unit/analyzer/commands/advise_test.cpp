@@ -16,7 +16,7 @@ namespace cumemtrace::analyzer {
 namespace {
 
 using namespace cumemtrace::analyzer::testing;
-constexpr std::size_t MiB = 1024 * 1024;
+using testing::MiB;
 
 // header_line() with the `env` the preload records and a pool mode.
 std::string header_with(const std::string& env_json, const char* pool = "caching") {

@@ -461,10 +461,7 @@ TEST(Check, JUnitXmlEscapesEverythingFromTheTrace) {
             "</testsuites>\n");
 }
 
-CommandResult cli(std::vector<std::string> args, testing::EnvChanges env = {}) {
-  args.insert(args.begin(), testing::cli_path());
-  return testing::run_command(args, env);
-}
+using testing::cli;
 
 // 2 KiB then 6 KiB allocated, 4 KiB of it still live at the end (one leak
 // from warm_up_cache), 8 KiB reserved.

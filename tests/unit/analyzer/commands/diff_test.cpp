@@ -155,10 +155,7 @@ TEST(Diff, RegressionsAgainstLimits) {
   EXPECT_EQ(render_diff_json(partial, {})["incomplete"]["new"], partial.next_incomplete);
 }
 
-CommandResult cli(std::vector<std::string> args) {
-  args.insert(args.begin(), testing::cli_path());
-  return testing::run_command(args);
-}
+using testing::cli;
 
 TEST(Diff, CommandExitCodes) {
   TempDir tmp;

@@ -20,7 +20,8 @@ namespace cumemtrace::analyzer {
 namespace {
 
 using namespace cumemtrace::analyzer::testing;
-constexpr std::size_t KiB = 1024, MiB = 1024 * 1024;
+using testing::KiB;
+using testing::MiB;
 
 ReplayOptions pytorch(std::optional<std::size_t> capacity = {}) {
   ReplayOptions o;

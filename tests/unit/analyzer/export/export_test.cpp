@@ -394,12 +394,9 @@ TEST(ExportPerfetto, NamesAreJsonEscapedAndTimestampsAreExactMicroseconds) {
 }
 
 // The commands as users run them: exit codes, messages, output files.
-testing::CommandResult cli(std::vector<std::string> args) {
-  args.insert(args.begin(), testing::cli_path());
-  return testing::run_command(args);
-}
+using testing::cli;
 
-void expect_one_error_line(const testing::CommandResult& r) {
+void expect_exit_2_one_error_line(const testing::CommandResult& r) {
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_EQ(r.err.rfind("cumemtrace: ", 0), 0u) << r.err;
   ASSERT_FALSE(r.err.empty());
@@ -426,14 +423,14 @@ TEST(ExportCli, UsageErrorsExitTwo) {
   }
   // --points says how finely Perfetto's counters are kept: meaningless for CSV.
   const testing::CommandResult points_with_csv = cli({"export", trace, "--format", "csv", "--points", "5"});
-  expect_one_error_line(points_with_csv);
+  expect_exit_2_one_error_line(points_with_csv);
   EXPECT_NE(points_with_csv.err.find("--points applies to --format perfetto only"), std::string::npos)
       << points_with_csv.err;
-  expect_one_error_line(cli({"export", tmp.path("missing.jsonl"), "--format", "csv"}));
-  expect_one_error_line(cli({"timeline", tmp.path("missing.jsonl")}));
+  expect_exit_2_one_error_line(cli({"export", tmp.path("missing.jsonl"), "--format", "csv"}));
+  expect_exit_2_one_error_line(cli({"timeline", tmp.path("missing.jsonl")}));
   const testing::CommandResult unwritable =
       cli({"export", trace, "--format", "perfetto", "-o", tmp.path("no/such/dir/out.json")});
-  expect_one_error_line(unwritable);
+  expect_exit_2_one_error_line(unwritable);
   EXPECT_NE(unwritable.err.find("cannot write"), std::string::npos) << unwritable.err;
 }
 
@@ -509,10 +506,10 @@ TEST(ExportCli, UnreadableDataMidwayLeavesNoOutputFile) {
   testing::write_file(tmp.path("t.jsonl.zst"), frame + frame.substr(0, 4) + std::string(4096, '\xff'));
   for (const char* format : {"csv", "perfetto"}) {
     const testing::CommandResult r = cli({"export", tmp.path("t.jsonl.zst"), "--format", format, "-o", tmp.path("out")});
-    expect_one_error_line(r);
+    expect_exit_2_one_error_line(r);
     EXPECT_NE(r.err.find("corrupt zstd data"), std::string::npos) << r.err;
   }
-  expect_one_error_line(cli({"timeline", tmp.path("t.jsonl.zst"), "-o", tmp.path("out")}));
+  expect_exit_2_one_error_line(cli({"timeline", tmp.path("t.jsonl.zst"), "-o", tmp.path("out")}));
   EXPECT_EQ(files_in(tmp.dir()), (std::vector<std::string>{"t.jsonl.zst"}));
 }
 

@@ -22,7 +22,7 @@ CommandResult report(const std::string& path, const std::string& format = "text"
   return testing::run_command({testing::cli_path(), "report", "--format", format, path});
 }
 
-std::string compress(const std::string& data) {
+std::string zstd_compressed(const std::string& data) {
   std::string out(ZSTD_compressBound(data.size()), '\0');
   const std::size_t n = ZSTD_compress(out.data(), out.size(), data.data(), data.size(), 3);
   EXPECT_FALSE(ZSTD_isError(n));
@@ -61,7 +61,8 @@ TEST(BadInput, FilesThatAreNotTracesGetOneLineAndExitTwo) {
        "not a cumemtrace trace (gzip-compressed data; cumemtrace reads .jsonl or zstd-compressed .jsonl.zst)"},
       {"heaptrack.data", "v 10300 3\nX /usr/bin/app\nI 1000 4\n+ 1 2 3\n",
        "not a cumemtrace trace (it looks like a heaptrack trace)"},
-      {"heaptrack.zst", compress("v 10300 3\nX /usr/bin/app\n"), "not a cumemtrace trace (it looks like a heaptrack trace)"},
+      {"heaptrack.zst", zstd_compressed("v 10300 3\nX /usr/bin/app\n"),
+       "not a cumemtrace trace (it looks like a heaptrack trace)"},
       {"array.json", "[" + testing::header_line() + "]\n", "not a cumemtrace trace (a JSON array, not one JSON object per line)"},
       {"snapshot.pickle", std::string("\x80\x04\x95\x10\x00", 5), "not a cumemtrace trace (a Python pickle; read a PyTorch memory snapshot with: cumemtrace import-torch FILE -o trace.jsonl)"},
       {"model.pt", std::string("PK\x03\x04", 4) + noise, "not a cumemtrace trace (a zip archive)"},
@@ -77,7 +78,8 @@ TEST(BadInput, FilesThatAreNotTracesGetOneLineAndExitTwo) {
       {"latin1_header.jsonl", header_in_latin1, not_header},
       {"one_huge_line.jsonl", big_line,
        "not a cumemtrace trace (first line is not a header, and no line break in its first 16.00 MiB)"},
-      {"corrupt.jsonl.zst", compress(trace_of(1000)).substr(0, 8) + std::string(4000, '\xee'), "corrupt zstd data: "},
+      {"corrupt.jsonl.zst", zstd_compressed(trace_of(1000)).substr(0, 8) + std::string(4000, '\xee'),
+       "corrupt zstd data: "},
   };
   for (const Rejected& c : cases) {
     const std::string path = tmp.path(c.name);
@@ -169,7 +171,7 @@ TEST(BadInput, DamagedTracesAreReadUpToTheDamage) {
   EXPECT_EQ(cut["bad_lines"], 0);
 
   // A cut zstd stream: read up to the cut.
-  const std::string compressed = compress(trace_of(20000));
+  const std::string compressed = zstd_compressed(trace_of(20000));
   testing::write_file(tmp.path("cut.jsonl.zst"), compressed.substr(0, compressed.size() / 2));
   nlohmann::json cut_zstd = json_report(tmp.path("cut.jsonl.zst"));
   EXPECT_TRUE(cut_zstd["truncated"]);

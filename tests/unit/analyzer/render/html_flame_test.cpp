@@ -19,9 +19,7 @@ namespace {
 using Node = FlameTree::Node;
 using detail::render_flame_section;
 
-bool contains(const std::string& haystack, std::string_view needle) {
-  return haystack.find(needle) != std::string::npos;
-}
+using testing::contains;
 
 // all -> main -> {load (python), step (python) -> kernel (native)}, the
 // bytes of each node inclusive.

@@ -24,9 +24,7 @@ namespace {
 using detail::html;
 using Json = nlohmann::ordered_json;
 
-bool contains(const std::string& haystack, std::string_view needle) {
-  return haystack.find(needle) != std::string::npos;
-}
+using testing::contains;
 
 // Case-insensitive: the HTML parser does not care about case either.
 bool contains_nocase(std::string haystack, std::string needle) {

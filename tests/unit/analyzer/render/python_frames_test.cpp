@@ -19,9 +19,7 @@ namespace {
 using Json = nlohmann::ordered_json;
 using testing::TempDir;
 
-bool contains(const std::string& haystack, std::string_view needle) {
-  return haystack.find(needle) != std::string::npos;
-}
+using testing::contains;
 
 // Native → Python → native → Python, a Python line unknown, a run of
 // libffi and CPython frames, a long template name.

@@ -25,7 +25,7 @@ using cumemtrace::testing::to_pickle;
 using namespace cumemtrace::analyzer::testing;
 using Json = nlohmann::json;
 
-constexpr std::uint64_t MiB = 1 << 20;
+using testing::MiB;
 
 struct Converted {
   TorchImportStats stats;

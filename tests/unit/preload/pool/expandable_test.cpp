@@ -14,7 +14,7 @@ using namespace pool_test;
 
 namespace {
 
-constexpr StreamHandle kS = 0x5;
+constexpr StreamHandle kExpandStream = 0x5;
 
 // Checks that every segment_free names a range an earlier segment_alloc
 // reported, as a trace reader matches them.
@@ -52,21 +52,21 @@ struct ExpandableTest : ::testing::Test {
 }  // namespace
 
 TEST_F(ExpandableTest, LargeBlocksShareOneRangeThatGrowsInPlace) {
-  const DevicePtr a = pool->allocate_async(30 * MiB, kS).ptr;
-  const DevicePtr b = pool->allocate_async(50 * MiB + 4096, kS).ptr;
+  const DevicePtr a = pool->allocate_async(30 * MiB, kExpandStream).ptr;
+  const DevicePtr b = pool->allocate_async(50 * MiB + 4096, kExpandStream).ptr;
   EXPECT_EQ(up.ranges.size(), 1u);
   EXPECT_EQ(b, a + 30 * MiB) << "contiguous in the one range";
   EXPECT_EQ(pool->stats().reserved, 82 * MiB);  // 2 MiB pages
   EXPECT_EQ(pool->block_size_for(50 * MiB + 4096), 50 * MiB + 4096) << "no unsplit remainder";
   // Small blocks keep their ordinary 2 MiB segments.
-  EXPECT_NE(pool->allocate_async(4096, kS).ptr, 0u);
+  EXPECT_NE(pool->allocate_async(4096, kExpandStream).ptr, 0u);
   EXPECT_EQ(up.segments.size(), 1u);
 }
 
 TEST_F(ExpandableTest, FreeTailIsExtendedByTheShortfallOnly) {
-  const DevicePtr a = pool->allocate_async(30 * MiB, kS).ptr;
-  ASSERT_EQ(pool->free_async(a, kS).status, FreeStatus::ok);
-  const DevicePtr b = pool->allocate_async(50 * MiB, kS).ptr;
+  const DevicePtr a = pool->allocate_async(30 * MiB, kExpandStream).ptr;
+  ASSERT_EQ(pool->free_async(a, kExpandStream).status, FreeStatus::ok);
+  const DevicePtr b = pool->allocate_async(50 * MiB, kExpandStream).ptr;
   EXPECT_EQ(b, a) << "the free tail grew to fit";
   EXPECT_EQ(pool->stats().reserved, 50 * MiB);
   EXPECT_EQ(pool->stats().segments, 1u);
@@ -76,19 +76,19 @@ TEST_F(ExpandableTest, TightPolicyMovesPagesFromFreeHolesInsteadOfRaisingThePeak
   for (const char* conf : {"expandable_segments:true,segment_policy:pytorch", "expandable_segments:true"}) {
     make(conf);
     const bool tight = pool->config().segment_policy == SegmentPolicy::tight;
-    const DevicePtr a = pool->allocate_async(30 * MiB, kS).ptr;
-    const DevicePtr b = pool->allocate_async(50 * MiB, kS).ptr;
-    ASSERT_EQ(pool->free_async(a, kS).status, FreeStatus::ok);
+    const DevicePtr a = pool->allocate_async(30 * MiB, kExpandStream).ptr;
+    const DevicePtr b = pool->allocate_async(50 * MiB, kExpandStream).ptr;
+    ASSERT_EQ(pool->free_async(a, kExpandStream).status, FreeStatus::ok);
     // 40 MiB fits no hole: the range grows; tight unmaps the 30 MiB hole.
-    const DevicePtr c = pool->allocate_async(40 * MiB, kS).ptr;
+    const DevicePtr c = pool->allocate_async(40 * MiB, kExpandStream).ptr;
     EXPECT_EQ(c, b + 50 * MiB) << conf;
     EXPECT_EQ(pool->stats().reserved, tight ? 90 * MiB : 120 * MiB) << conf;
     EXPECT_EQ(pool->stats().peak_reserved, tight ? 90 * MiB : 120 * MiB) << conf;
     // The hole is reusable either way (mapped again when needed).
-    const DevicePtr d = pool->allocate_async(30 * MiB, kS).ptr;
+    const DevicePtr d = pool->allocate_async(30 * MiB, kExpandStream).ptr;
     EXPECT_EQ(d, a) << conf;
     EXPECT_EQ(pool->stats().reserved, 120 * MiB) << conf;
-    for (DevicePtr p : {b, c, d}) ASSERT_EQ(pool->free_async(p, kS).status, FreeStatus::ok);
+    for (DevicePtr p : {b, c, d}) ASSERT_EQ(pool->free_async(p, kExpandStream).status, FreeStatus::ok);
     ASSERT_TRUE(pool->release_cached().ok());
     EXPECT_EQ(pool->stats().reserved, 0u) << conf;
     EXPECT_TRUE(up.ranges.empty()) << "a wholly free range goes back on trim";
@@ -97,12 +97,12 @@ TEST_F(ExpandableTest, TightPolicyMovesPagesFromFreeHolesInsteadOfRaisingThePeak
 
 TEST_F(ExpandableTest, PartlyFreePagesStayMapped) {
   // Blocks that share a page keep it mapped while either is live.
-  const DevicePtr a = pool->allocate_async(3 * MiB, kS).ptr;  // pages 0-1
-  const DevicePtr b = pool->allocate_async(3 * MiB, kS).ptr;  // pages 1-2
-  ASSERT_EQ(pool->free_async(a, kS).status, FreeStatus::ok);
+  const DevicePtr a = pool->allocate_async(3 * MiB, kExpandStream).ptr;  // pages 0-1
+  const DevicePtr b = pool->allocate_async(3 * MiB, kExpandStream).ptr;  // pages 1-2
+  ASSERT_EQ(pool->free_async(a, kExpandStream).status, FreeStatus::ok);
   ASSERT_TRUE(pool->release_cached().ok());
   EXPECT_EQ(pool->stats().reserved, 4 * MiB) << "page 0 went, page 1 is shared with b";
-  ASSERT_EQ(pool->free_async(b, kS).status, FreeStatus::ok);
+  ASSERT_EQ(pool->free_async(b, kExpandStream).status, FreeStatus::ok);
 }
 
 TEST_F(ExpandableTest, LadderUnmapsFreePagesToMakeRoom) {
@@ -136,7 +136,7 @@ TEST_F(ExpandableTest, WithoutVirtualMemoryOrdinarySegmentsServe) {
 // never failed, and later large requests do not try the range again.
 TEST_F(ExpandableTest, RefusedVirtualMemoryFallsBackToOrdinarySegments) {
   up.refuse_maps = 801;
-  const Allocation a = pool->allocate_async(30 * MiB, kS);
+  const Allocation a = pool->allocate_async(30 * MiB, kExpandStream);
   ASSERT_TRUE(a.ok()) << "code " << a.result.code;
   EXPECT_EQ(up.segments.size(), 1u);
   EXPECT_TRUE(up.mapped.empty());
@@ -145,7 +145,7 @@ TEST_F(ExpandableTest, RefusedVirtualMemoryFallsBackToOrdinarySegments) {
   ASSERT_TRUE(b.ok()) << "code " << b.result.code;
   EXPECT_EQ(up.allocate_calls, calls + 1) << "one ordinary segment, no second map attempt";
   EXPECT_EQ(pool->stats().reserved, 30 * MiB + 50 * MiB);
-  EXPECT_EQ(pool->free_async(a.ptr, kS).status, FreeStatus::ok);
+  EXPECT_EQ(pool->free_async(a.ptr, kExpandStream).status, FreeStatus::ok);
   EXPECT_EQ(pool->free(b.ptr).status, FreeStatus::ok);
   // Out of memory from map is not a refusal: the ladder handles it.
   up.refuse_maps = 0;
@@ -153,13 +153,13 @@ TEST_F(ExpandableTest, RefusedVirtualMemoryFallsBackToOrdinarySegments) {
 
 TEST_F(ExpandableTest, OutOfMemoryFromMapIsNotARefusal) {
   up.set_capacity(64 * MiB);
-  const Allocation big = pool->allocate_async(100 * MiB, kS);
+  const Allocation big = pool->allocate_async(100 * MiB, kExpandStream);
   EXPECT_EQ(big.result.status, UpstreamStatus::out_of_memory);
   up.set_capacity(kUnlimited);
-  const Allocation a = pool->allocate_async(30 * MiB, kS);
+  const Allocation a = pool->allocate_async(30 * MiB, kExpandStream);
   ASSERT_TRUE(a.ok());
   EXPECT_FALSE(up.mapped.empty()) << "still expandable after an out-of-memory";
-  EXPECT_EQ(pool->free_async(a.ptr, kS).status, FreeStatus::ok);
+  EXPECT_EQ(pool->free_async(a.ptr, kExpandStream).status, FreeStatus::ok);
 }
 
 TEST_F(ExpandableTest, RecyclingKeepsObserverEventsMatched) {
@@ -169,7 +169,7 @@ TEST_F(ExpandableTest, RecyclingKeepsObserverEventsMatched) {
   std::size_t bound = 0;
   for (int i = 0; i < 400; ++i) {
     const std::size_t size = (3 + (i * 37) % 61) * MiB + (i % 5) * 4096;
-    live.push_back(pool->allocate_async(size, kS).ptr);
+    live.push_back(pool->allocate_async(size, kExpandStream).ptr);
     ASSERT_NE(live.back(), 0u);
     // When the peak rises, every whole free page was given back first: what
     // is left is live memory plus pages shared between a free block and its
@@ -179,7 +179,7 @@ TEST_F(ExpandableTest, RecyclingKeepsObserverEventsMatched) {
     ASSERT_LE(s.peak_reserved, bound) << i;
     if (i % 3 == 0) {
       const std::size_t victim = (i * 7) % live.size();
-      ASSERT_EQ(pool->free_async(live[victim], kS).status, FreeStatus::ok);
+      ASSERT_EQ(pool->free_async(live[victim], kExpandStream).status, FreeStatus::ok);
       live.erase(live.begin() + static_cast<std::ptrdiff_t>(victim));
     }
     if (i % 97 == 0) {
@@ -190,17 +190,17 @@ TEST_F(ExpandableTest, RecyclingKeepsObserverEventsMatched) {
 }
 
 TEST_F(ExpandableTest, DestroyedStreamGivesItsRangeBack) {
-  const DevicePtr a = pool->allocate_async(30 * MiB, kS).ptr;
-  const DevicePtr b = pool->allocate_async(30 * MiB, kS).ptr;
-  ASSERT_EQ(pool->free_async(a, kS).status, FreeStatus::ok);
-  pool->stream_destroyed(kS);
+  const DevicePtr a = pool->allocate_async(30 * MiB, kExpandStream).ptr;
+  const DevicePtr b = pool->allocate_async(30 * MiB, kExpandStream).ptr;
+  ASSERT_EQ(pool->free_async(a, kExpandStream).status, FreeStatus::ok);
+  pool->stream_destroyed(kExpandStream);
   EXPECT_EQ(up.ranges.size(), 1u) << "b is still live in it";
   EXPECT_EQ(pool->stats().reserved, 30 * MiB) << "a's pages went back at once";
-  ASSERT_EQ(pool->free_async(b, kS).status, FreeStatus::ok);
+  ASSERT_EQ(pool->free_async(b, kExpandStream).status, FreeStatus::ok);
   EXPECT_TRUE(up.ranges.empty());
   EXPECT_EQ(pool->stats().reserved, 0u);
   // A new stream with the same handle starts a range of its own.
-  EXPECT_NE(pool->allocate_async(30 * MiB, kS).ptr, 0u);
+  EXPECT_NE(pool->allocate_async(30 * MiB, kExpandStream).ptr, 0u);
   EXPECT_EQ(up.ranges.size(), 1u);
 }
 
@@ -235,12 +235,12 @@ TEST_F(ExpandableTest, FindContainingNamesTheLiveBlockAndWhetherItCanBeShared) {
 // sum of every sub-pool's own peak.
 TEST_F(ExpandableTest, GrowthElsewhereTakesTheCacheOfOtherSubPoolsFirst) {
   constexpr StreamHandle kOther = 0x7;
-  const DevicePtr a = pool->allocate_async(30 * MiB, kS).ptr;
-  ASSERT_EQ(pool->free_async(a, kS).status, FreeStatus::ok);
-  EXPECT_EQ(pool->stats().reserved, 30 * MiB) << "cached for kS";
+  const DevicePtr a = pool->allocate_async(30 * MiB, kExpandStream).ptr;
+  ASSERT_EQ(pool->free_async(a, kExpandStream).status, FreeStatus::ok);
+  EXPECT_EQ(pool->stats().reserved, 30 * MiB) << "cached for kExpandStream";
   const DevicePtr b = pool->allocate_async(30 * MiB, kOther).ptr;
   ASSERT_NE(b, 0u);
-  EXPECT_EQ(pool->stats().reserved, 30 * MiB) << "kS's pages went back before kOther's were mapped";
+  EXPECT_EQ(pool->stats().reserved, 30 * MiB) << "kExpandStream's pages went back before kOther's were mapped";
   EXPECT_EQ(pool->stats().peak_reserved, 30 * MiB);
   // Small blocks' segments likewise.
   std::vector<DevicePtr> small;
@@ -250,10 +250,10 @@ TEST_F(ExpandableTest, GrowthElsewhereTakesTheCacheOfOtherSubPoolsFirst) {
   pool->device_synchronized(ticket);
   const std::size_t before = pool->stats().reserved;  // 30 MiB + 2 small segments
   ASSERT_EQ(pool->free_async(b, kOther).status, FreeStatus::ok);
-  const DevicePtr c = pool->allocate_async(34 * MiB, kS).ptr;
+  const DevicePtr c = pool->allocate_async(34 * MiB, kExpandStream).ptr;
   ASSERT_NE(c, 0u);
   EXPECT_LE(pool->stats().reserved, before) << "free pages and segments elsewhere made room";
-  EXPECT_EQ(pool->free_async(c, kS).status, FreeStatus::ok);
+  EXPECT_EQ(pool->free_async(c, kExpandStream).status, FreeStatus::ok);
 }
 
 // Pages go back without a synchronisation only when no device work can use
@@ -276,9 +276,9 @@ TEST_F(ExpandableTest, UnmappingWaitsForTheDeviceOnlyAfterStreamOrderedFrees) {
   // Freed in kOther's own order: free at once, but maybe still in use.
   ASSERT_EQ(pool->free_async(b, kOther).status, FreeStatus::ok);
   syncs = up.synchronize_calls;
-  const DevicePtr c = pool->allocate_async(30 * MiB, kS).ptr;
+  const DevicePtr c = pool->allocate_async(30 * MiB, kExpandStream).ptr;
   ASSERT_NE(c, 0u);
   EXPECT_EQ(pool->stats().reserved, 30 * MiB);
   EXPECT_EQ(up.synchronize_calls, syncs + 1) << "one wait before kOther's pages went back";
-  EXPECT_EQ(pool->free_async(c, kS).status, FreeStatus::ok);
+  EXPECT_EQ(pool->free_async(c, kExpandStream).status, FreeStatus::ok);
 }

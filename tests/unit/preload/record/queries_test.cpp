@@ -27,7 +27,7 @@ using cumemtrace::format::MemoryKind;
 
 namespace {
 
-bool fake_device(int, DeviceDescription& out) {
+bool queries_device(int, DeviceDescription& out) {
   out.name = "Fake GPU";
   out.total_bytes = 1ull << 34;
   return true;
@@ -35,10 +35,10 @@ bool fake_device(int, DeviceDescription& out) {
 
 // The stack the fake capture returns next: return addresses in exported
 // functions, so the namer names them through dladdr.
-std::vector<std::uintptr_t> g_next_stack;
-std::size_t fake_capture(std::uintptr_t* out, std::size_t max) {
-  const std::size_t n = std::min(max, g_next_stack.size());
-  std::copy_n(g_next_stack.begin(), n, out);
+std::vector<std::uintptr_t> g_queries_next_stack;
+std::size_t queries_capture(std::uintptr_t* out, std::size_t max) {
+  const std::size_t n = std::min(max, g_queries_next_stack.size());
+  std::copy_n(g_queries_next_stack.begin(), n, out);
   return n;
 }
 
@@ -68,7 +68,7 @@ class Queries : public ::testing::Test {
 
   cumemtrace::testing::TempDir dir_;
   Config config_;
-  Recorder recorder_{config_, &fake_device, StackPlatform{&fake_capture, nullptr}};
+  Recorder recorder_{config_, &queries_device, StackPlatform{&queries_capture, nullptr}};
 };
 
 TEST_F(Queries, WhatWasHeldBeforeTheFirstQueryIsCountedPerDeviceAndInAll) {
@@ -133,12 +133,12 @@ TEST_F(Queries, PeakIsTheHighestTotalSinceTheLastReset) {
 }
 
 TEST_F(Queries, HeldSinceACheckpointIsWhatWasMadeAfterItLargestFirstWithStacks) {
-  g_next_stack = {kInLibc};
+  g_queries_next_stack = {kInLibc};
   alloc(0x10000, 100);
   const std::uint32_t first = recorder_.checkpoint();
   EXPECT_NE(first, 0u);
   alloc(0x20000, 200);
-  g_next_stack = {kInFixture, kInLibc};
+  g_queries_next_stack = {kInFixture, kInLibc};
   alloc(0x30000, 900, 1);
   alloc(0x40000, 200);
   free(0x20000);

@@ -37,7 +37,7 @@ RawBacktraceRoute fake_route() {
   return {&fake_backtrace, kOwnBegin, kOwnEnd};
 }
 
-bool fake_device(int, DeviceDescription& out) {
+bool backtrace_device(int, DeviceDescription& out) {
   out.name = "Fake GPU";
   return true;
 }
@@ -54,7 +54,7 @@ Recorded record(unsigned depth, const std::vector<std::vector<std::uintptr_t>>& 
   c.output_template = dir / "t.jsonl";
   c.stacks = depth;
   {
-    Recorder r(c, &fake_device, StackPlatform{.raw_backtrace = &fake_route});
+    Recorder r(c, &backtrace_device, StackPlatform{.raw_backtrace = &fake_route});
     std::uintptr_t ptr = 0x7f0000000000;
     for (const auto& raw : raws) {
       g_raw = raw;
@@ -114,7 +114,7 @@ TEST(StackRawBacktrace, RoomForOwnFramesGrowsToWhatTheyTook) {
   c.stacks = 4;
   std::vector<std::uint64_t> ids;
   {
-    Recorder r(c, &fake_device, StackPlatform{.raw_backtrace = &fake_route});
+    Recorder r(c, &backtrace_device, StackPlatform{.raw_backtrace = &fake_route});
     g_raw = raw;
     for (int i = 0; i < 3; ++i) {
       r.on_alloc({.api = "cudaMalloc", .dev = 0, .ptr = 0x7f0000000000u + 0x200u * i, .size = 512});
@@ -183,7 +183,7 @@ TEST(StackRawBacktrace, ANotedStackIsTakenBackOnlyByTheRecorderThatNotedIt) {
   std::vector<std::uint64_t> ids[2];
   for (int run = 0; run < 2; ++run) {
     c.output_template = dir / ("t" + std::to_string(run) + ".jsonl");
-    Recorder r(c, &fake_device, StackPlatform{.raw_backtrace = &fake_noting_route});
+    Recorder r(c, &backtrace_device, StackPlatform{.raw_backtrace = &fake_noting_route});
     for (int i = 0; i < 3; ++i) {
       r.on_alloc({.api = "cudaMalloc", .dev = 0, .ptr = 0x7f0000000000u + 0x200u * i, .size = 512});
     }

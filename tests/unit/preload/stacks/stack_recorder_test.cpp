@@ -33,7 +33,7 @@ std::size_t fake_capture(std::uintptr_t* out, std::size_t max) {
   return n;
 }
 
-bool fake_device(int, DeviceDescription& out) {
+bool stack_device(int, DeviceDescription& out) {
   out.name = "Fake GPU";
   out.total_bytes = 1ull << 30;
   return true;
@@ -59,7 +59,7 @@ class StackRecorderTest : public ::testing::Test {
     c.output_template = dir_ / "t.jsonl";
     c.buffer_kb = 64;
     c.stacks = depth;
-    Recorder r(c, &fake_device, StackPlatform{&fake_capture, nullptr});
+    Recorder r(c, &stack_device, StackPlatform{&fake_capture, nullptr});
     std::uintptr_t ptr = 0x7f0000000000;
     for (const auto& s : stacks) {
       g_next_stack = s;

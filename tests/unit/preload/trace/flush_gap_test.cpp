@@ -38,13 +38,13 @@ std::vector<std::string> events_in(const std::string& path) {
   return evs;
 }
 
-const LineBuffer& header_line() {
+const LineBuffer& gap_header_line() {
   static LineBuffer h;
   if (h.view().empty()) h.raw("{\"ev\":\"header\"").field_str("format", "cumemtrace").ch('}');
   return h;
 }
 
-int create(const std::string& path) { return ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL, 0600); }
+int create_gap_file(const std::string& path) { return ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL, 0600); }
 
 void emit_event(TraceWriter& w, const char* ev, std::uint64_t addr) {
   LineBuffer b;
@@ -174,7 +174,7 @@ TEST(FlushGap, BackgroundDrainWaitsForARecordWhoseSeqIsTakenButNotWritten) {
   TraceWriter w(TickClock::monotonic_ns(), 1 << 20, /*flush_interval_ms=*/1);
   std::jthread freer;
   Probe probe(/*gated=*/true);
-  ASSERT_TRUE(w.attach(create(path), path, header_line()));
+  ASSERT_TRUE(w.attach(create_gap_file(path), path, gap_header_line()));
 
   emit_event(w, "mark", 0);  // seq 0: written by the first round
   freer = std::jthread([&w] {
@@ -213,7 +213,7 @@ TEST(FlushGap, FinalDrainSkipsAGapAfterItsWaitAndWritesTheRecordLate) {
   TraceWriter w(TickClock::monotonic_ns(), 1 << 20, /*flush_interval_ms=*/100'000);  // no periodic round
   std::jthread freer;
   Probe probe(/*gated=*/false);
-  ASSERT_TRUE(w.attach(create(path), path, header_line()));
+  ASSERT_TRUE(w.attach(create_gap_file(path), path, gap_header_line()));
 
   emit_event(w, "mark", 0);
   freer = std::jthread([&w] {
@@ -251,7 +251,7 @@ TEST(FlushGap, FinishWritesEverythingAfterARecordThatNeverArrives) {
   TraceWriter w(TickClock::monotonic_ns(), 1 << 20, /*flush_interval_ms=*/100'000);
   std::jthread stuck;
   Probe probe(/*gated=*/false);
-  ASSERT_TRUE(w.attach(create(path), path, header_line()));
+  ASSERT_TRUE(w.attach(create_gap_file(path), path, gap_header_line()));
 
   emit_event(w, "mark", 0);
   stuck = std::jthread([&w] {
@@ -280,7 +280,7 @@ TEST(Flush, BackgroundThreadWritesWithinTheFlushInterval) {
   const std::string path = dir / "t.jsonl";
   TraceWriter w(TickClock::monotonic_ns(), 1 << 20, /*flush_interval_ms=*/20);
   Probe probe(/*gated=*/false);
-  ASSERT_TRUE(w.attach(create(path), path, header_line()));
+  ASSERT_TRUE(w.attach(create_gap_file(path), path, gap_header_line()));
   for (std::uint64_t k = 0; k < 10; ++k) emit_event(w, "mark", k);
   // Nothing fills the 1 MiB buffer: only the periodic round can write these.
   // Two sleeps begun after the emits: a whole round ran after them.

@@ -34,13 +34,13 @@ using nlohmann::json;
 
 namespace {
 
-const LineBuffer& header_line() {
+const LineBuffer& flush_header_line() {
   static LineBuffer h;
   if (h.view().empty()) h.raw("{\"ev\":\"header\"").field_str("format", "cumemtrace").ch('}');
   return h;
 }
 
-int create(const std::string& path) { return ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL, 0600); }
+int create_new(const std::string& path) { return ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL, 0600); }
 
 void emit_marks(TraceWriter& w, int first, int count) {
   for (int k = first; k < first + count; ++k) {
@@ -59,7 +59,7 @@ TEST(Flush, FreeRecordedBeforeTheRealFreeComesBeforeTheAllocThatReusesIt) {
   // threads keep the logs busy.
   TempDir dir;
   TraceWriter w(TickClock::monotonic_ns(), 4096, 1);
-  ASSERT_TRUE(w.attach(create(dir / "t.jsonl"), dir / "t.jsonl", header_line()));
+  ASSERT_TRUE(w.attach(create_new(dir / "t.jsonl"), dir / "t.jsonl", flush_header_line()));
   constexpr int kHandoffs = 20000;
   std::atomic<int> released{-1};
   std::atomic<bool> stop{false};
@@ -116,7 +116,7 @@ TEST(Flush, ShortLivedThreadsLoseNothing) {
   // then reused by a later thread.
   TempDir dir;
   TraceWriter w(TickClock::monotonic_ns(), 4096, 1);
-  ASSERT_TRUE(w.attach(create(dir / "t.jsonl"), dir / "t.jsonl", header_line()));
+  ASSERT_TRUE(w.attach(create_new(dir / "t.jsonl"), dir / "t.jsonl", flush_header_line()));
   for (int round = 0; round < 50; ++round) {
     std::vector<std::thread> threads;
     for (int i = 0; i < 8; ++i) threads.emplace_back([&w, round, i] { emit_marks(w, (round * 8 + i) * 10, 10); });
@@ -135,7 +135,7 @@ TEST(Flush, ZstdTraceIsReadableWholeAndWhenCutAfterAFlush) {
   TempDir dir;
   const std::string path = dir / "t.jsonl.zst";
   TraceWriter w(TickClock::monotonic_ns(), 4096, 100'000);
-  ASSERT_TRUE(w.attach(create(path), path, header_line()));
+  ASSERT_TRUE(w.attach(create_new(path), path, flush_header_line()));
   emit_marks(w, 0, 1000);
   w.flush();
   // What a reader finds if the process is killed now.
@@ -171,7 +171,7 @@ TEST(Flush, SignalPathsWriteWhatWasRecorded) {
     TempDir dir;
     const std::string path = dir / (compressed ? "t.jsonl.zst" : "t.jsonl");
     TraceWriter w(TickClock::monotonic_ns(), 1 << 20, 100'000);  // no periodic flush
-    ASSERT_TRUE(w.attach(create(path), path, header_line()));
+    ASSERT_TRUE(w.attach(create_new(path), path, flush_header_line()));
     g_signal_writer = &w;
     auto text = [&] { return compressed ? zstd_decompress_prefix(read_file(path)) : read_file(path); };
     emit_marks(w, 0, 100);
@@ -195,7 +195,7 @@ TEST(Flush, FailedExecTakesItsEndBack) {
     TempDir dir;
     const std::string path = dir / (compressed ? "t.jsonl.zst" : "t.jsonl");
     TraceWriter w(TickClock::monotonic_ns(), 4096, 100'000);
-    ASSERT_TRUE(w.attach(create(path), path, header_line()));
+    ASSERT_TRUE(w.attach(create_new(path), path, flush_header_line()));
     auto text = [&] { return compressed ? zstd_decompress_prefix(read_file(path)) : read_file(path); };
     emit_marks(w, 0, 50);
     LineBuffer exec_end;
@@ -216,7 +216,7 @@ TEST(Flush, FailedExecTakesItsEndBack) {
   }
 }
 
-bool fake_device(int, DeviceDescription& out) {
+bool flush_device(int, DeviceDescription& out) {
   out.name = "Fake";
   out.total_bytes = 1ull << 30;
   return true;
@@ -237,7 +237,7 @@ TEST(Fork, ChildStartsFromScratchWhileTheParentsThreadsWrite) {
   c.output_template = dir / "t.%p.jsonl";
   c.buffer_kb = 4;
   c.flush_ms = 1;
-  Recorder parent(c, &fake_device);
+  Recorder parent(c, &flush_device);
   parent.on_alloc(facts(0x1000));
   std::atomic<bool> stop{false};
   std::atomic<std::uint64_t> pairs{0};
@@ -256,7 +256,7 @@ TEST(Fork, ChildStartsFromScratchWhileTheParentsThreadsWrite) {
       alarm(10);  // a deadlock on the parent's locks fails the test
       parent.on_fork_child();
       Recorder::forget_thread_ids_after_fork();
-      Recorder child(c, &fake_device);
+      Recorder child(c, &flush_device);
       child.on_alloc(facts(0x2000));
       child.on_alloc(facts(0x3000));
       child.on_free({.api = "cudaFree", .ptr = 0x2000});

@@ -44,7 +44,7 @@ class KillSafeLog : public ::testing::Test {
   std::string dir_;
 };
 
-const LineBuffer& header_line() {
+const LineBuffer& versioned_header_line() {
   static LineBuffer h;
   if (h.view().empty()) h.raw("{\"ev\":\"header\"").field_str("format", "cumemtrace").field("version", 1).ch('}');
   return h;
@@ -111,7 +111,7 @@ std::string killed_child(const std::string& dir, const char* name, int events, K
     // written until asked, and then in one write.
     auto* w = new TraceWriter(TickClock::monotonic_ns(), 1 << 20, 600'000);
     w->keep_pending_file(true);
-    if (fd < 0 || !w->attach(fd, path, header_line()) || !w->has_pending_file()) ::_exit(3);
+    if (fd < 0 || !w->attach(fd, path, versioned_header_line()) || !w->has_pending_file()) ::_exit(3);
     for (int k = 0; k < events; ++k) {
       record(*w, k);
       if (when == KillAt::after_a_flush && k == events / 2) w->flush();
@@ -212,7 +212,7 @@ TEST_F(KillSafeLog, ALiveWriterIsLeftAloneAndAnEndedTraceNeedsNothing) {
   ASSERT_GE(fd, 0);
   TraceWriter w(TickClock::monotonic_ns(), 4096);
   w.keep_pending_file(true);
-  ASSERT_TRUE(w.attach(fd, path, header_line()));
+  ASSERT_TRUE(w.attach(fd, path, versioned_header_line()));
   ASSERT_TRUE(w.has_pending_file());
   for (int k = 0; k < 100; ++k) record(w, k);
   EXPECT_EQ(pending::recover_pending(path, &live_seven).status, Status::writer_alive);
@@ -239,7 +239,7 @@ TEST_F(KillSafeLog, ConcurrentThreadsThroughTheFileLoseAndReorderNothing) {
   ASSERT_GE(fd, 0);
   TraceWriter w(TickClock::monotonic_ns(), 4096, 5);
   w.keep_pending_file(true);
-  ASSERT_TRUE(w.attach(fd, path, header_line()));
+  ASSERT_TRUE(w.attach(fd, path, versioned_header_line()));
   ASSERT_TRUE(w.has_pending_file());
   constexpr int kThreads = 8, kPerThread = 5000;
   std::vector<std::thread> threads;
@@ -276,7 +276,7 @@ TEST_F(KillSafeLog, WithoutAPendingFileTheWriterStillTraces) {
   ASSERT_GE(fd, 0);
   TraceWriter w(TickClock::monotonic_ns(), 4096);
   w.keep_pending_file(true);
-  ASSERT_TRUE(w.attach(fd, path, header_line()));
+  ASSERT_TRUE(w.attach(fd, path, versioned_header_line()));
   EXPECT_FALSE(w.has_pending_file());
   for (int k = 0; k < 100; ++k) record(w, k);
   LineBuffer end;
