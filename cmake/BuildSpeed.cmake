@@ -106,6 +106,11 @@ function(cumemtrace_test_build target)
   if(CUMEMTRACE_UNITY_TESTS)
     set_target_properties(${target} PROPERTIES UNITY_BUILD ON
       UNITY_BUILD_BATCH_SIZE ${CUMEMTRACE_UNITY_BATCH})
+    # GCC takes every file a unity file includes for a header, and warns
+    # where a test's fixture in an anonymous namespace is the base of the
+    # TEST_F class GoogleTest defines outside it (-Wsubobject-linkage: meant
+    # for a header's types, which each file would see differently).
+    target_compile_options(${target} PRIVATE $<$<CXX_COMPILER_ID:GNU>:-Wno-subobject-linkage>)
   endif()
   if(NOT CUMEMTRACE_PCH)
     return()
