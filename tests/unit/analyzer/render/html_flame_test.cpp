@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cumemtrace/analyzer/flame.h"
+#include "analyzer_test_support.h"
 #include "render/html_flame.h"
 
 namespace cumemtrace::analyzer {
