@@ -1,6 +1,7 @@
 #include "cumemtrace/analyzer/growth.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cstdint>
 #include <tuple>
 
@@ -113,6 +114,10 @@ bool GrowthSeries::is_growth_leak() const {
 void GrowthTracker::on_mark(std::uint64_t tid, std::string_view name, std::string_view kind) {
   if (kind != "push" && kind != "instant") return;
   fold_digits(name, folded_);
+  if (!marker_.empty()) {
+    if (!names_marker(folded_)) return;  // only the named marker delimits iterations
+    ++marker_count_;
+  }
   numbers_in(name, numbers_);
   const std::uint32_t own = thread_index(tid);
   // Each thread also follows the others' marks, for when it has no
@@ -120,7 +125,35 @@ void GrowthTracker::on_mark(std::uint64_t tid, std::string_view name, std::strin
   for (std::uint32_t t = 0; t < threads_.size(); ++t) threads_[t]->on_mark(folded_, numbers_, t == own);
 }
 
-ThreadGrowth::ThreadGrowth() {
+std::string unassessed_marker_reason(std::string_view marker, std::uint64_t count) {
+  const std::string named = "'" + std::string(marker) + "' (--iteration-marker)";
+  if (count == 0) return "no mark or NVTX range named " + named;
+  if (count < ThreadGrowth::kMinMarkOccurrences) {
+    return "the mark " + named + " was pushed " + std::to_string(count) + (count == 1 ? " time" : " times") +
+           ", and iterations need " + std::to_string(ThreadGrowth::kMinMarkOccurrences);
+  }
+  return "the mark " + named + " was pushed " + std::to_string(count) +
+         " times, but no thread allocated while 3 of them passed";
+}
+
+void GrowthTracker::set_iteration_marker(std::string_view name) {
+  marker_ = std::string(name);
+  fold_digits(name, folded_marker_);
+}
+
+bool GrowthTracker::names_marker(const std::string& folded) const {
+  const std::string& m = folded_marker_;
+  if (folded.compare(0, m.size(), m) != 0) return false;
+  if (folded.size() == m.size()) return true;
+  const unsigned char next = static_cast<unsigned char>(folded[m.size()]);
+  return !std::isalnum(next) && next != '_';
+}
+
+ThreadGrowth::ThreadGrowth(bool marks_only) {
+  if (marks_only) {
+    detecting_ = false;
+    return;
+  }
   window_allocs_.reserve(1024);
   window_changes_.reserve(2048);
 }

@@ -23,7 +23,7 @@ std::uint32_t GrowthTracker::find_thread(std::uint64_t tid) {
   std::uint32_t& index = thread_of_tid_.find_or_insert(tid, is_new);
   if (is_new) {
     index = static_cast<std::uint32_t>(threads_.size());
-    threads_.push_back(std::make_unique<ThreadGrowth>());
+    threads_.push_back(std::make_unique<ThreadGrowth>(!marker_.empty()));
     thread_ids_.push_back(tid);
   }
   last_tid_ = tid;
@@ -78,6 +78,8 @@ GrowthResult GrowthTracker::result() const {
     }
   }
   if (primary != nullptr) static_cast<ThreadIterations&>(r.iterations) = *primary;
+  r.iterations.marker = marker_;
+  r.iterations.marker_count = marker_count_;
   return r;
 }
 

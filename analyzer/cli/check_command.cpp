@@ -25,6 +25,7 @@ struct CheckRequest {
   bool symbolize = false;
   bool allow_incomplete = false;
   bool allow_unassessed = false;  // a growth limit passes, saying so, where growth cannot be assessed
+  std::string iteration_marker;   // --iteration-marker; empty: iterations found by themselves
 };
 
 namespace {
@@ -88,7 +89,7 @@ int check_traces(const std::vector<std::string>& traces, const CheckRequest& req
     std::vector<std::string> suppressed;  // after the verdicts, which they explain
     const std::size_t title_at = out.size();
     try {
-      const nlohmann::ordered_json report = load_json_report(trace, request.symbolize);
+      const nlohmann::ordered_json report = load_json_report(trace, request.symbolize, request.iteration_marker);
       verdict.trace = analyzer::trace_with_rank(trace, analyzer::rank_of_report(report));
       // A cut, lossy or killed trace gives no verdict unless asked to: its
       // leaks may be frees it lost, its peaks may be missing (DESIGN.md).
@@ -175,6 +176,7 @@ CLI::App* add_check_command(CLI::App& app, CheckArgs& args) {
   check->add_flag("--symbolize", args.symbolize,
                   "Name the call sites in failure lines by file:line from the object files' debug information "
                   "(as report --symbolize)");
+  add_iteration_marker_option(*check, args.iteration_marker);
   return check;
 }
 
@@ -197,12 +199,22 @@ int check_command(const CheckArgs& args) {
     request.symbolize = args.symbolize;
     request.allow_incomplete = args.allow_incomplete;
     request.allow_unassessed = args.allow_unassessed;
+    request.iteration_marker = args.iteration_marker;
     if (args.symbolize && !symbolize_is_available()) return kExitUsage;
     return check_traces(args.traces, request);
   } catch (const analyzer::CheckError& e) {
     spdlog::error("{}", e.what());
     return kExitUsage;
   }
+}
+
+CLI::Option* add_iteration_marker_option(CLI::App& command, std::string& marker) {
+  return command
+      .add_option("--iteration-marker", marker,
+                  "The mark or NVTX range that starts each iteration (a training step), for growth leaks: only "
+                  "it delimits iterations, its numbers matching any ('step' and 'step 1' name 'step 41'); by default the "
+                  "most frequent repeating mark, else a period in each thread's allocations")
+      ->check([](const std::string& name) { return name.empty() ? std::string("a mark name, not empty") : ""; });
 }
 
 struct RunCheck::State {
@@ -212,8 +224,10 @@ struct RunCheck::State {
 };
 
 std::unique_ptr<RunCheck> RunCheck::prepare(const std::string& list, const std::string& output_template,
-                                           bool allow_incomplete, bool allow_unassessed) {
+                                           bool allow_incomplete, bool allow_unassessed,
+                                           const std::string& iteration_marker) {
   auto state = std::make_unique<State>();
+  state->request.iteration_marker = iteration_marker;
   state->request.allow_incomplete = allow_incomplete;
   state->request.allow_unassessed = allow_unassessed;
   try {

@@ -10,6 +10,7 @@
 
 namespace CLI {
 class App;
+class Option;
 }
 
 namespace cumemtrace::cli {
@@ -24,6 +25,7 @@ struct RunArgs {
   std::optional<std::string> check;  // --check LIST, checked after the run ('' is a usage error)
   bool allow_incomplete = false;     // --check judges a cut or lossy trace too
   bool allow_unassessed = false;     // --check passes a growth limit where growth cannot be assessed
+  std::string iteration_marker;      // --check: the mark that delimits iterations; empty: found by itself
   bool live = false;                 // --live: the live view (live_view.h) while the program runs
 };
 CLI::App* add_run_command(CLI::App& app, RunArgs& args);
@@ -38,6 +40,7 @@ struct ReportArgs {
   // The allocator advice section (commands/advise.h): "auto" (a PyTorch or
   // passthrough trace of up to kAutoAdviceAllocations allocations), "on", "off".
   std::string advise = "auto";
+  std::string iteration_marker;  // the mark that delimits iterations (growth.h); empty: found by itself
 };
 CLI::App* add_report_command(CLI::App& app, ReportArgs& args);
 int report_command(const ReportArgs& args);
@@ -52,6 +55,7 @@ struct CheckArgs {
   bool symbolize = false;  // as report --symbolize: the failure lines name file:line
   bool allow_incomplete = false;  // judge a cut, lossy or killed trace rather than fail it
   bool allow_unassessed = false;  // pass --max-growth where growth cannot be assessed, saying so
+  std::string iteration_marker;   // the mark that delimits iterations; empty: found by itself
 };
 CLI::App* add_check_command(CLI::App& app, CheckArgs& args);
 int check_command(const CheckArgs& args);
@@ -72,6 +76,7 @@ struct DiffArgs {
   std::optional<std::string> max_peak_increase, max_reserved_increase, max_leak_increase, max_growth_increase;
   bool allow_incomplete = false;  // judge a cut, lossy or killed trace rather than fail it
   bool allow_unassessed = false;  // judge --max-growth-increase where growth cannot be assessed
+  std::string iteration_marker;   // the mark that delimits iterations in both traces; empty: found by itself
 };
 CLI::App* add_diff_command(CLI::App& app, DiffArgs& args);
 int diff_command(const DiffArgs& args);
@@ -83,7 +88,8 @@ class RunCheck {
  public:
   // nullptr (the error logged) when LIST is not a valid check list.
   static std::unique_ptr<RunCheck> prepare(const std::string& list, const std::string& output_template,
-                                           bool allow_incomplete = false, bool allow_unassessed = false);
+                                           bool allow_incomplete = false, bool allow_unassessed = false,
+                                           const std::string& iteration_marker = "");
   ~RunCheck();
   // The verdict's exit code: 0 all hold, 1 a check failed, 2 a trace unreadable.
   int check_new_traces();
@@ -93,6 +99,10 @@ class RunCheck {
   explicit RunCheck(std::unique_ptr<State> state);
   std::unique_ptr<State> state_;
 };
+// --iteration-marker NAME, for report, check, diff and run: only the mark
+// (or NVTX range) NAME delimits iterations, numbers folded (growth.h).
+CLI::Option* add_iteration_marker_option(CLI::App& command, std::string& marker);
+
 struct ImportTorchArgs {
   std::string snapshot;
   std::string output;

@@ -62,6 +62,7 @@ CLI::App* add_diff_command(CLI::App& app, DiffArgs& args) {
   diff->add_flag("--allow-unassessed", args.allow_unassessed,
                  "With --max-growth-increase: compare where a trace's growth could not be assessed (no repeating "
                  "mark, no period in any thread's allocations) as 0 per iteration (by default a failure, exit 1)");
+  add_iteration_marker_option(*diff, args.iteration_marker);
   return diff;
 }
 
@@ -81,7 +82,8 @@ int diff_command(const DiffArgs& args) {
   }
   try {
     const TraceDiff diff =
-        diff_reports(load_json_report(args.base), load_json_report(args.next), args.base, args.next, args.sites);
+        diff_reports(load_json_report(args.base, false, args.iteration_marker),
+                     load_json_report(args.next, false, args.iteration_marker), args.base, args.next, args.sites);
     const std::vector<std::string> regressions = find_regressions(diff, limits);
     // An incomplete trace, not allowed: the lines say why nothing was compared.
     const bool unjudged = limits.any() && !limits.allow_incomplete &&

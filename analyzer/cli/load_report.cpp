@@ -10,12 +10,13 @@
 
 namespace cumemtrace::cli {
 
-nlohmann::ordered_json load_json_report(const std::string& path, bool symbolize) {
+nlohmann::ordered_json load_json_report(const std::string& path, bool symbolize, const std::string& iteration_marker) {
   using namespace cumemtrace::analyzer;
   ReaderOptions options;
   options.progress = true;
   TraceReader reader(path, options);
   Analysis analysis;
+  if (!iteration_marker.empty()) analysis.set_iteration_marker(iteration_marker);
   std::optional<FrameSymbolizer> symbolizer;
   if (symbolize) analysis.set_symbolizer(&symbolizer.emplace());
   while (const TraceEvent* event = reader.next()) analysis.consume(*event);

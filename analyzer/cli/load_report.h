@@ -12,8 +12,10 @@ namespace cumemtrace::cli {
 
 // Throws analyzer::TraceError if the trace cannot be read. Shows progress on
 // a terminal for a long read. `symbolize`: frames get file and line from
-// their object files (report --symbolize).
-nlohmann::ordered_json load_json_report(const std::string& path, bool symbolize = false);
+// their object files (report --symbolize). `iteration_marker`: only that
+// mark delimits iterations (--iteration-marker); empty: found by itself.
+nlohmann::ordered_json load_json_report(const std::string& path, bool symbolize = false,
+                                        const std::string& iteration_marker = "");
 
 // For --symbolize: false, with the error logged, in a build without libdw.
 bool symbolize_is_available();

@@ -74,6 +74,7 @@ OneReport report_one(const std::string& path, const ReportArgs& args, bool with_
   options.progress = true;  // on a terminal, for a long read
   TraceReader reader(path, options);
   Analysis analysis;
+  if (!args.iteration_marker.empty()) analysis.set_iteration_marker(args.iteration_marker);
   std::optional<analyzer::FrameSymbolizer> symbolizer;
   if (args.symbolize) analysis.set_symbolizer(&symbolizer.emplace());
   std::optional<analyzer::TimelineCollector> timeline;  // the HTML page's charts
@@ -165,6 +166,7 @@ CLI::App* add_report_command(CLI::App& app, ReportArgs& args) {
   report->add_flag("--full-stacks", args.full_stacks,
                    "Print every stack frame as recorded; by default the program's own frames (Python lines, native "
                    "code outside frameworks) are shown and runs of PyTorch, CPython, CUDA and C library frames folded");
+  add_iteration_marker_option(*report, args.iteration_marker);
   return report;
 }
 

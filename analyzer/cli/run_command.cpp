@@ -664,6 +664,7 @@ CLI::App* add_run_command(CLI::App& app, RunArgs& args) {
   run->add_flag("--allow-unassessed", args.allow_unassessed,
                 "With --check: pass a growth limit where growth cannot be assessed (no repeating mark, no period "
                 "in any thread's allocations), saying so (by default it fails)");
+  add_iteration_marker_option(*run, args.iteration_marker)->needs("--check");
   run->add_flag("--live", args.live,
                 "Show the live view of `cumemtrace top` while the program runs: on a terminal, a panel at the "
                 "bottom of the screen (the program's output scrolls above it, and the last frame stays after "
@@ -691,7 +692,7 @@ int run_command(const RunArgs& args) {
   }
   std::unique_ptr<RunCheck> check;
   if (args.check && !(check = RunCheck::prepare(*args.check, output_template(args), args.allow_incomplete,
-                                                       args.allow_unassessed))) {
+                                                       args.allow_unassessed, args.iteration_marker))) {
     return kExitUsage;
   }
 

@@ -11,6 +11,7 @@
 #include <optional>
 #include <sstream>
 
+#include "cumemtrace/analyzer/growth.h"
 #include "cumemtrace/analyzer/units.h"
 #include "analyze/report_figures.h"
 #include "analyze/site_labels.h"
@@ -665,6 +666,9 @@ std::string unassessed_growth_reason(const Json& report) {
   const auto iterations = report.find("iterations");
   if (iterations == report.end() || !iterations->is_object()) return "";  // an older report: cannot tell
   if (iterations->value("source", std::string()) != "none") return "";
+  if (const auto marker = iterations->find("marker"); marker != iterations->end() && marker->is_string()) {
+    return unassessed_marker_reason(marker->get<std::string>(), iterations->value("marker_count", std::uint64_t{0}));
+  }
   return "no iterations found (no mark repeats 3 times, no period in any thread's allocations)";
 }
 

@@ -271,6 +271,10 @@ Json render_json_report(const TraceReader& reader, const Analysis& analysis, con
   Json& per_thread = j["iterations"]["threads"] = Json::array();
   for (const ThreadIterations& t : growth.iterations.threads) per_thread.push_back(iterations_json(t));
   j["iterations"]["threads_without"] = growth.iterations.threads_without;
+  if (!growth.iterations.marker.empty()) {
+    j["iterations"]["marker"] = growth.iterations.marker;
+    j["iterations"]["marker_count"] = growth.iterations.marker_count;
+  }
   j["growth"] = growth_json(analysis, labels, growth);
   j["growth_bytes_per_iteration"] = growth.leaks.empty() ? 0 : growth.leaks.front().bytes_per_iteration;
 

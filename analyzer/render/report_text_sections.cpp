@@ -151,7 +151,10 @@ void write_summary(std::ostringstream& out, const TraceReader& reader, const Ana
   }
 
   out << "  growth leaks:    ";
-  if (growth.iterations.source == IterationInfo::Source::none) {
+  if (growth.iterations.source == IterationInfo::Source::none && !growth.iterations.marker.empty()) {
+    out << "not assessed: " << unassessed_marker_reason(growth.iterations.marker, growth.iterations.marker_count)
+        << "\n";
+  } else if (growth.iterations.source == IterationInfo::Source::none) {
     out << "not assessed: no iterations found (no mark repeats 3 times, no period in the allocations)\n";
   } else if (growth.leaks.empty()) {
     out << "none over " << plural(growth.iterations.count, "iteration", "iterations") << " ("

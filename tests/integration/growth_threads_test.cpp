@@ -76,4 +76,56 @@ TEST(GrowthThreads, AProgramWithoutALoopFailsAGrowthLimitUnlessAllowed) {
   EXPECT_NE(allowed.run.out.find("passed by --allow-unassessed"), std::string::npos) << allowed.run.out;
 }
 
+// --iteration-marker NAME: only that mark delimits iterations. The program
+// marks nothing, so its period (which found the leak above) no longer
+// counts: run --check, check, diff and report each say that the mark is
+// missing and what to do.
+TEST(GrowthThreads, AMissingIterationMarkerLeavesGrowthUnassessedEverywhere) {
+  TempDir dir;
+  const std::string trace = dir / "t.jsonl";
+  const CommandResult run = run_at_most({CUMEMTRACE_CLI, "run", "--output", trace, "--check", "growth<=1KiB",
+                                         "--iteration-marker", "train_step", "--", kApps + "/growth_threads"},
+                                        sim_environment(), 60);
+  const std::string missing =
+      "growth per iteration not assessed: no mark or NVTX range named 'train_step' (--iteration-marker); ";
+  EXPECT_EQ(run.exit_code, 1) << run.err;
+  EXPECT_NE(run.err.find(missing), std::string::npos) << run.err;
+
+  const CommandResult check = run_at_most(
+      {CUMEMTRACE_CLI, "check", "--max-growth", "1KiB", "--iteration-marker", "train_step", trace}, {}, 60);
+  EXPECT_EQ(check.exit_code, 1) << check.err;
+  EXPECT_NE(check.err.find(missing), std::string::npos) << check.err;
+  EXPECT_NE(check.err.find("--iteration-marker NAME"), std::string::npos) << check.err;  // the hint
+  // Without it the period is found, and the leak with it.
+  const CommandResult by_period = run_at_most({CUMEMTRACE_CLI, "check", "--max-growth", "1KiB", trace}, {}, 60);
+  EXPECT_NE(by_period.err.find("growth per iteration 2.00 KiB > 1.00 KiB"), std::string::npos) << by_period.err;
+
+  const CommandResult diff = run_at_most({CUMEMTRACE_CLI, "diff", trace, trace, "--max-growth-increase", "0",
+                                          "--iteration-marker", "train_step"},
+                                         {}, 60);
+  EXPECT_EQ(diff.exit_code, 1) << diff.err;
+  EXPECT_NE((diff.out + diff.err).find("no mark or NVTX range named 'train_step'"), std::string::npos)
+      << diff.out << diff.err;
+
+  const CommandResult text = run_at_most({CUMEMTRACE_CLI, "report", "--iteration-marker", "train_step", trace}, {}, 60);
+  EXPECT_NE(text.out.find("growth leaks:    not assessed: no mark or NVTX range named 'train_step'"),
+            std::string::npos)
+      << text.out;
+  const CommandResult report = run_at_most(
+      {CUMEMTRACE_CLI, "report", "--format", "json", "--iteration-marker", "train_step", trace}, {}, 60);
+  const json j = json::parse(report.out, nullptr, false);
+  ASSERT_TRUE(j.is_object()) << report.out << report.err;
+  EXPECT_EQ(j["iterations"]["source"], "none");
+  EXPECT_EQ(j["iterations"]["marker"], "train_step");
+  EXPECT_EQ(j["iterations"]["marker_count"], 0);
+
+  // Usage errors: an empty name, and run without --check (nothing would use it).
+  EXPECT_EQ(run_at_most({CUMEMTRACE_CLI, "check", "--max-growth", "1KiB", "--iteration-marker", "", trace}, {}, 60)
+                .exit_code,
+            2);
+  EXPECT_EQ(run_at_most({CUMEMTRACE_CLI, "run", "--iteration-marker", "step", "--", "true"}, sim_environment(), 60)
+                .exit_code,
+            2);
+}
+
 }  // namespace

@@ -57,6 +57,13 @@ TEST(HtmlGoldenPython, PythonFramesOutlineMatches) {
   expect_outline("python_frames", std::string(CUMEMTRACE_GOLDEN_DIR) + "/traces", {"python_frames.jsonl"});
 }
 
+// CUDA graph memory (issue 31): its own series in the memory chart, counted
+// in reserved, and the Graphs section (each graph's memory, capture site,
+// launches).
+TEST(HtmlGoldenGraphs, GraphMemoryOutlineMatches) {
+  expect_outline("graph_memory", std::string(CUMEMTRACE_GOLDEN_DIR) + "/traces", {"graph_memory.jsonl"});
+}
+
 INSTANTIATE_TEST_SUITE_P(Charts, HtmlGolden, ::testing::Values("charts_caching_oom", "charts_markup_names"));
 
 }  // namespace

@@ -180,6 +180,9 @@ class Analysis {
   // from their object files as their stack events arrive, unless a file
   // changed after the header's start_unix_ns (not owned).
   void set_symbolizer(FrameSymbolizer* symbolizer) { stacks_.set_symbolizer(symbolizer); }
+  // `--iteration-marker NAME`, before the first event: only that mark
+  // delimits iterations (growth.h).
+  void set_iteration_marker(std::string_view name) { growth_.set_iteration_marker(name); }
 
   const MemoryTotals& total() const { return total_; }
   const std::map<int, DeviceInfo>& devices() const { return devices_; }

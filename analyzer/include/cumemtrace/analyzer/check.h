@@ -146,7 +146,8 @@ bool glob_match(std::string_view pattern, std::string_view text);
 std::string unassessed_growth_reason(const nlohmann::ordered_json& report);
 // What a failing line adds, and what a pass by --allow-unassessed says.
 inline constexpr std::string_view kUnassessedHint =
-    "mark each step (cumemtrace_mark(\"step N\") or an NVTX range per step) or pass --allow-unassessed";
+    "mark each step (cumemtrace_mark(\"step N\") or an NVTX range per step), name the mark that does with "
+    "--iteration-marker NAME, or pass --allow-unassessed";
 inline constexpr std::string_view kAllowedUnassessedNote = "passed by --allow-unassessed";
 
 struct CheckResult {

@@ -34,6 +34,13 @@
 // not a leak). The rate is the net rise per iteration; a site that grows in
 // several threads is reported once, at its fastest thread's rate.
 //
+// A named marker (`--iteration-marker NAME`). Only marks named NAME delimit
+// iterations: numbers folded on both sides, and NAME may leave off what
+// follows it after a character other than a letter, digit or '_' ("step",
+// "step 1" and "step #" all name "step 41"; "step" does not name "stepper").
+// Other marks and the period are not used: growth is not assessed where
+// that mark does not repeat 3 times.
+//
 // Cost. Sampling is lazy: a boundary only bumps a generation number; a site
 // catches up on the boundaries it missed (its value was constant over them)
 // the next time it changes, or at the end. Per event that is one comparison
@@ -73,9 +80,16 @@ struct ThreadIterations {
 struct IterationInfo : ThreadIterations {
   std::vector<ThreadIterations> threads;
   std::uint64_t threads_without = 0;  // threads that allocated without iterations: not judged
+  std::string marker;                 // --iteration-marker NAME as given; empty: not given
+  std::uint64_t marker_count = 0;     // pushes and instants of that mark, all threads
 };
 
 std::string_view name(IterationInfo::Source source);
+
+// Why iterations delimited by `--iteration-marker marker` were not found,
+// its mark having been pushed `count` times ("no mark or NVTX range named
+// 'step' (--iteration-marker)").
+std::string unassessed_marker_reason(std::string_view marker, std::uint64_t count);
 
 // "epoch 3/step 41" -> "epoch #/step #": each run of digits becomes '#'.
 std::string fold_numbers(std::string_view name);
@@ -139,7 +153,9 @@ class ThreadGrowth {
     std::uint32_t generation = 0;  // sites start at 0, so each catches up at its first change
   };
 
-  ThreadGrowth();
+  // `marks_only`: iterations come from marks alone (a named marker), never
+  // from a period.
+  explicit ThreadGrowth(bool marks_only = false);
 
   // A push or instant mark, its name folded ("step #") and its numbers;
   // `own`: this thread's, else another thread's.
@@ -264,6 +280,10 @@ class ThreadGrowth {
 // counts for.
 class GrowthTracker {
  public:
+  // --iteration-marker NAME (before the first event): only that mark
+  // delimits iterations.
+  void set_iteration_marker(std::string_view name);
+
   // A `mark` event; pushes and instants of a tracked name are boundaries.
   void on_mark(std::uint64_t tid, std::string_view name, std::string_view kind);
 
@@ -301,6 +321,8 @@ class GrowthTracker {
     return find_thread(tid);
   }
   std::uint32_t find_thread(std::uint64_t tid);
+  // Whether a mark whose folded name is `folded` is the named marker's.
+  bool names_marker(const std::string& folded) const;
 
   std::vector<std::unique_ptr<ThreadGrowth>> threads_;
   std::vector<std::uint64_t> thread_ids_;
@@ -309,6 +331,9 @@ class GrowthTracker {
   std::uint32_t last_thread_ = 0;
   AddressMap<std::uint32_t> keys_;  // (thread << 32 | site) -> key
   std::vector<KeyPlace> key_places_;
+  std::string marker_;                  // as given; empty: none
+  std::string folded_marker_;           // fold_numbers(marker_)
+  std::uint64_t marker_count_ = 0;
   std::string folded_;                  // scratch
   std::vector<std::uint64_t> numbers_;  // scratch
 };

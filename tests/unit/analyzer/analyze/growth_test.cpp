@@ -296,6 +296,79 @@ TEST(Growth, AFarMoreFrequentNameBeatsACountedOuterLoop) {
   EXPECT_EQ(r.leaks[0].bytes_per_iteration, 100u);
 }
 
+// --iteration-marker NAME: only that mark delimits iterations, whichever
+// the rules would choose; numbers and what follows NAME after a separator
+// match anything.
+TEST(Growth, TheIterationMarkerAloneDelimitsIterations) {
+  const auto nested_loop = [](Analysis& analysis) {
+    TrainingLoop loop(analysis);
+    testing::EventFeeder& feed = loop.feed();
+    for (int step = 0; step < 6; ++step) {
+      feed.push(loop.tick(), "step " + std::to_string(step));
+      for (int micro = 0; micro < 2; ++micro) {
+        feed.push(loop.tick(), "microbatch");
+        feed.alloc(loop.tick(), loop.next_ptr(), 100, /*stack=*/1);  // kept: one per microbatch
+        feed.pop(loop.tick(), "microbatch");
+      }
+      feed.push(loop.tick(), "stepper");  // not "step"'s: a letter follows
+      feed.pop(loop.tick(), "stepper");
+      feed.pop(loop.tick(), "step " + std::to_string(step));
+    }
+  };
+  Analysis by_rules;
+  nested_loop(by_rules);
+  EXPECT_EQ(by_rules.growth().iterations.mark, "step #");  // counts up
+  EXPECT_TRUE(by_rules.growth().iterations.marker.empty());
+
+  for (const char* marker : {"step", "step 1", "step #"}) {
+    Analysis analysis;
+    analysis.set_iteration_marker(marker);
+    nested_loop(analysis);
+    const GrowthResult r = analysis.growth();
+    EXPECT_EQ(r.iterations.source, IterationInfo::Source::marks) << marker;
+    EXPECT_EQ(r.iterations.mark, "step #") << marker;
+    EXPECT_EQ(r.iterations.count, 6u) << marker;
+    EXPECT_EQ(r.iterations.marker, marker);
+    EXPECT_EQ(r.iterations.marker_count, 6u) << marker;
+    ASSERT_EQ(r.leaks.size(), 1u) << marker;
+    EXPECT_EQ(r.leaks[0].bytes_per_iteration, 200u) << marker;
+  }
+
+  Analysis by_microbatch;
+  by_microbatch.set_iteration_marker("microbatch");
+  nested_loop(by_microbatch);
+  const GrowthResult r = by_microbatch.growth();
+  EXPECT_EQ(r.iterations.mark, "microbatch");
+  EXPECT_EQ(r.iterations.count, 12u);
+  ASSERT_EQ(r.leaks.size(), 1u);
+  EXPECT_EQ(r.leaks[0].bytes_per_iteration, 100u);
+}
+
+// A named marker that is missing, or too rare, leaves growth unassessed:
+// no other mark and no period stands in for it.
+TEST(Growth, AMissingIterationMarkerLeavesGrowthUnassessed) {
+  Analysis periodic;
+  periodic.set_iteration_marker("train_step");
+  TrainingLoop loop(periodic);
+  loop.steps(10, /*marks=*/true, /*leak=*/true);  // "step N" marks and a period: neither is "train_step"
+  GrowthResult r = periodic.growth();
+  EXPECT_EQ(r.iterations.source, IterationInfo::Source::none);
+  EXPECT_TRUE(r.leaks.empty());
+  EXPECT_EQ(r.iterations.marker_count, 0u);
+  EXPECT_EQ(unassessed_marker_reason(r.iterations.marker, r.iterations.marker_count),
+            "no mark or NVTX range named 'train_step' (--iteration-marker)");
+
+  Analysis twice;
+  twice.set_iteration_marker("step");
+  TrainingLoop two(twice);
+  two.steps(2, /*marks=*/true, /*leak=*/true);
+  r = twice.growth();
+  EXPECT_EQ(r.iterations.source, IterationInfo::Source::none);
+  EXPECT_EQ(r.iterations.marker_count, 2u);
+  EXPECT_EQ(unassessed_marker_reason(r.iterations.marker, r.iterations.marker_count),
+            "the mark 'step' (--iteration-marker) was pushed 2 times, and iterations need 3");
+}
+
 TEST(Growth, MarksSeenTwiceFallBackToThePeriod) {
   Analysis analysis;
   TrainingLoop loop(analysis);

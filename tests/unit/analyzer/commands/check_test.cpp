@@ -343,14 +343,23 @@ TEST(Check, GrowthThatCouldNotBeAssessedFailsAGrowthLimitUnlessAllowed) {
   EXPECT_EQ(strict[0].status, CheckResult::Status::fail);
   EXPECT_EQ(strict[0].message,
             "growth per iteration not assessed: no iterations found (no mark repeats 3 times, no period in any "
-            "thread's allocations); mark each step (cumemtrace_mark(\"step N\") or an NVTX range per step) or pass "
-            "--allow-unassessed");
+            "thread's allocations); mark each step (cumemtrace_mark(\"step N\") or an NVTX range per step), name "
+            "the mark that does with --iteration-marker NAME, or pass --allow-unassessed");
   EXPECT_TRUE(strict[1].passed());  // the other limits are judged as ever
   const std::vector<CheckResult> allowed = evaluate_checks(unassessed, checks, Suppressions{}, true);
   EXPECT_TRUE(allowed[0].passed());
   EXPECT_TRUE(allowed[0].undefined);
   EXPECT_NE(allowed[0].message.find("not assessed: no iterations found"), std::string::npos);
   EXPECT_NE(allowed[0].message.find("passed by --allow-unassessed"), std::string::npos);
+  // Iterations by --iteration-marker: the reason names the mark.
+  Json by_marker = unassessed;
+  by_marker["iterations"]["marker"] = "step";
+  by_marker["iterations"]["marker_count"] = 2;
+  EXPECT_EQ(evaluate_checks(by_marker, checks, Suppressions{})[0].message.rfind(
+                "growth per iteration not assessed: the mark 'step' (--iteration-marker) was pushed 2 times, and "
+                "iterations need 3; mark each step",
+                0),
+            0u);
   // Iterations found: judged on the figure, allowed or not.
   Json assessed = unassessed;
   assessed["iterations"]["source"] = "period";

@@ -133,8 +133,8 @@ TEST(Diff, RegressionsAgainstLimits) {
   EXPECT_EQ(find_regressions(unassessed, growth),
             std::vector<std::string>{"growth per iteration not assessed in once.jsonl: no iterations found (no mark "
                                      "repeats 3 times, no period in any thread's allocations); mark each step "
-                                     "(cumemtrace_mark(\"step N\") or an NVTX range per step) or pass "
-                                     "--allow-unassessed"});
+                                     "(cumemtrace_mark(\"step N\") or an NVTX range per step), name the mark "
+                                     "that does with --iteration-marker NAME, or pass --allow-unassessed"});
   growth.allow_unassessed = true;
   EXPECT_EQ(find_regressions(unassessed, growth), std::vector<std::string>{});
 
