@@ -53,6 +53,10 @@ void render_leaks(std::string& out, const Json& report, bool full_stacks = false
 void render_ooms(std::string& out, const Json& report, const TimelineCollector& timeline, bool full_stacks = false);
 void render_growth(std::string& out, const Json& report, bool full_stacks = false);
 void render_phases(std::string& out, const Json& report);
+// The CUDA graphs section (issue 31), only for a report with a "graphs"
+// key (a trace with graph events); has_graphs() says whether it has one.
+bool has_graphs(const Json& report);
+void render_graphs(std::string& out, const Json& report);
 void render_devices(std::string& out, const Json& report);
 void render_advice(std::string& out, const Json& report);
 void render_trace_health(std::string& out, const Json& report);

@@ -126,8 +126,9 @@ void render_header(std::string& out, const Json& report, std::string_view headin
   out += "<nav><a href=\"#summary\">summary</a><a href=\"#memory\">memory</a><a href=\"#fragmentation\">"
          "fragmentation</a><a href=\"#top-at-peak\">at the peak</a><a href=\"#flame-graphs\">flame graphs</a>"
          "<a href=\"#segment-maps\">segment maps</a>"
-         "<a href=\"#ooms\">OOMs</a><a href=\"#leaks\">leaks</a><a href=\"#growth\">growth</a>"
-         "<a href=\"#phases\">phases</a><a href=\"#trace\">trace</a></nav></header>";
+         "<a href=\"#ooms\">OOMs</a><a href=\"#leaks\">leaks</a><a href=\"#growth\">growth</a>";
+  if (has_graphs(report)) out += "<a href=\"#graphs\">CUDA graphs</a>";
+  out += "<a href=\"#phases\">phases</a><a href=\"#trace\">trace</a></nav></header>";
 }
 
 void render_summary(std::string& out, const Json& report) {
@@ -495,6 +496,7 @@ void render_report_body(std::string& out, const Json& report, const TimelineColl
   render_ooms(out, report, timeline, full_stacks);
   render_leaks(out, report, full_stacks);
   render_growth(out, report, full_stacks);
+  render_graphs(out, report);
   render_advice(out, report);
   render_phases(out, report);
   render_devices(out, report);

@@ -338,6 +338,11 @@ void render_growth(std::string& out, const Json& report, bool full_stacks) {
       append_html(out, mark);
       out += "</code>)";
     }
+    if (const std::string marker = text_member(*iterations, "marker"); !marker.empty()) {
+      out += ", the mark named by <code>--iteration-marker ";
+      append_html(out, marker);
+      out += "</code>";
+    }
     out += ".</p>";
   }
   if (growth->empty()) {
@@ -360,6 +365,72 @@ void render_growth(std::string& out, const Json& report, bool full_stacks) {
   }
   out += "</tbody></table>";
   more_rows_note(out, growth->size(), kMaxRows, "growing call sites");
+  out += "</section>";
+}
+
+bool has_graphs(const Json& report) {
+  const Json* graphs = member(report, "graphs");
+  return graphs != nullptr && graphs->is_object();
+}
+
+// The device's graph memory (counted in the chart's reserved), then each
+// graph: its memory nodes, where they were captured, its launches.
+void render_graphs(std::string& out, const Json& report) {
+  if (!has_graphs(report)) return;
+  const Json& section = *member(report, "graphs");
+  out += "<section id=\"graphs\"><h2>CUDA graphs</h2><p>" +
+         std::to_string(uint_member(section, "launches").value_or(0)) +
+         " graph launches. Graph memory is what the driver reserves for graphs' memory nodes "
+         "(instantiation, upload, launch; <code>cudaDeviceGraphMemTrim</code> gives it back), counted in "
+         "reserved.</p>";
+  if (const Json* memory = list_member(section, "memory"); memory != nullptr && !memory->empty()) {
+    out += "<table>";
+    header_row(out, {"device", "peak reserved", "at", "peak used", "reserved at the end", "used at the end"});
+    for (const Json& m : *memory) {
+      if (!m.is_object()) continue;
+      out += "<tr>";
+      count_cell(out, uint_member(m, "dev"));
+      bytes_cell(out, uint_member(m, "peak_reserved"));
+      time_cell(out, uint_member(m, "peak_reserved_t"));
+      bytes_cell(out, uint_member(m, "peak_used"));
+      bytes_cell(out, uint_member(m, "reserved"));
+      bytes_cell(out, uint_member(m, "used"));
+      out += "</tr>";
+    }
+    out += "</tbody></table>";
+  }
+  const Json* graphs = list_member(section, "graphs");
+  if (graphs == nullptr || graphs->empty()) {
+    out += "<p>No graph with memory nodes.</p></section>";
+    return;
+  }
+  out += "<table>";
+  header_row(out, {"graph", "device", "memory nodes", "node bytes", "instantiations", "launches", "first launch",
+                   "last launch", "destroyed", "captured by", "capture site"});
+  std::size_t rows = 0;
+  for (const Json& g : *graphs) {
+    if (!g.is_object()) continue;
+    if (++rows > kMaxRows) break;
+    out += "<tr><td><code>";
+    append_html(out, text_member(g, "graph"));
+    out += "</code></td>";
+    count_cell(out, uint_member(g, "dev"));
+    count_cell(out, uint_member(g, "memory_nodes"));
+    bytes_cell(out, uint_member(g, "node_bytes"));
+    count_cell(out, uint_member(g, "instantiations"));
+    count_cell(out, uint_member(g, "launches"));
+    time_cell(out, uint_member(g, "first_launch_t"));
+    time_cell(out, uint_member(g, "last_launch_t"));
+    const Json* destroyed = member(g, "destroyed");
+    const bool was_destroyed = destroyed != nullptr && destroyed->is_boolean() && destroyed->get<bool>();
+    out += std::string("<td>") + (was_destroyed ? "yes" : "no") + "</td><td><code>";
+    append_html(out, text_member(g, "api"));
+    out += "</code></td><td><code>";
+    append_html(out, text_member(g, "site"));
+    out += "</code></td></tr>";
+  }
+  out += "</tbody></table>";
+  more_rows_note(out, graphs->size() + uint_member(section, "omitted").value_or(0), kMaxRows, "graphs");
   out += "</section>";
 }
 
