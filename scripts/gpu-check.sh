@@ -364,6 +364,36 @@ cost_probe_check() {
 }
 cost_probe_check
 
+# --- CUDA graphs (issue 31) ----------------------------------------------------
+# tests/apps/graph_capture (nvcc): captures with memory nodes, relaunches over
+# stamped buffers, the capture modes' rules; it checks itself (every stamp
+# intact, CUDA's answers). Bare, then under each pool with its trace checked
+# against what it did (tests/apps/check_graph_trace.cmake: graphs, launches,
+# memory nodes and the device's graph memory, the sim's figures: a GPU that
+# reserves graph memory differently fails here, to be told to the sim).
+graphs_check() {
+  local name=graphs.capture program=$apps/graph_capture
+  wanted "$name" || return 0
+  local d=$out/$name
+  [[ -x $program ]] || { fail "$name" "$program was not built"; return; }
+  fresh "$d"
+  if ! timeout "$(limit 120)" "$program" >"$d/bare.stdout" 2>&1; then
+    fail "$name" "the program fails without cumemtrace: $(last_line "$d/bare.stdout")"
+    return
+  fi
+  local pool
+  for pool in caching passthrough; do
+    if ! timeout "$(limit 120)" cmake -DAPP="$program" -DCUMEMTRACE="$cli" -DPRELOAD="$build/lib/libcumemtrace.so" \
+        -DSIM_DIR="$LD_LIBRARY_PATH" -DPOOL=$pool -DOUT="$d/trace.$pool.jsonl" \
+        -P "$root/tests/apps/check_graph_trace.cmake" >"$d/$pool.log" 2>&1; then
+      fail "$name.$pool" "$(last_line "$d/$pool.log")"
+    else
+      pass "$name.$pool" "every stamp intact; the trace's graphs, launches and graph memory as the program made them"
+    fi
+  done
+}
+graphs_check
+
 # --- PyTorch ----------------------------------------------------------------
 torch_checks() {
   local t=$out/torch train=$gpu_dir/torch_train.py
@@ -505,6 +535,37 @@ PYEOF
       fail torch.empty_cache "$(last_line "$t/empty_cache/bare.log") $(last_line "$t/empty_cache/stderr")"
     fi
   fi
+
+  # A training step captured with torch.cuda.graph (issue 31), replayed: the
+  # same loss and weights bare and traced, with PyTorch's allocator and with
+  # every tensor through our pool (--torch-tensors; PyTorch may refuse to
+  # capture there: a skip), and the report's graphs section has the replays.
+  local graph_mode
+  for graph_mode in default tensors; do
+    wanted "torch.graphs.$graph_mode" || continue
+    local g=$t/graphs-$graph_mode
+    fresh "$g"
+    local -a graph_env=() graph_run=()
+    if [[ $graph_mode == tensors ]]; then graph_env=(PYTORCH_NO_CUDA_MEMORY_CACHING=1); graph_run=(--torch-tensors); fi
+    env "${graph_env[@]}" timeout "$(limit 300)" python3 "$gpu_dir/torch_graphs.py" 20 >"$g/bare.log" 2>&1
+    local bare_rc=$?
+    if ((bare_rc == 77)); then skip "torch.graphs.$graph_mode" "$(last_line "$g/bare.log")"; continue; fi
+    if ((bare_rc != 0)); then fail "torch.graphs.$graph_mode" "bare: $(last_line "$g/bare.log")"; continue; fi
+    if ! traced "$g" "${graph_run[@]}" -- python3 "$gpu_dir/torch_graphs.py" 20; then
+      fail "torch.graphs.$graph_mode" "$(last_line "$g/stdout") $(last_line "$g/stderr")"
+      continue
+    fi
+    report "$g"
+    verdict "torch.graphs.$graph_mode" "$g/check.log" python3 - "$g/bare.log" "$g/stdout" "$g/report.json" <<'PYEOF'
+import json, sys
+bare = [l for l in open(sys.argv[1]) if l.startswith("torch_graphs:")]
+ours = [l for l in open(sys.argv[2]) if l.startswith("torch_graphs:")]
+graphs = json.load(open(sys.argv[3])).get("graphs", {})
+print(f"bare: {bare[-1].strip() if bare else None}; traced: {ours[-1].strip() if ours else None}; "
+      f"graph launches in the report: {graphs.get('launches')}")
+sys.exit(0 if bare and ours and bare[-1] == ours[-1] and (graphs.get("launches") or 0) >= 20 else 1)
+PYEOF
+  done
 
   if wanted torch.leak; then
     # The planted leak by its Python line (our Python frames: no perf map,
