@@ -132,8 +132,8 @@ std::string unassessed_marker_reason(std::string_view marker, std::uint64_t coun
     return "the mark " + named + " was pushed " + std::to_string(count) + (count == 1 ? " time" : " times") +
            ", and iterations need " + std::to_string(ThreadGrowth::kMinMarkOccurrences);
   }
-  return "the mark " + named + " was pushed " + std::to_string(count) +
-         " times, but no thread allocated while 3 of them passed";
+  return "the mark " + named + " was pushed " + std::to_string(count) + " times, but no thread allocated while " +
+         std::to_string(ThreadGrowth::kMinMarkOccurrences) + " of them passed";
 }
 
 void GrowthTracker::set_iteration_marker(std::string_view name) {

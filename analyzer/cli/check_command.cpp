@@ -212,8 +212,9 @@ CLI::Option* add_iteration_marker_option(CLI::App& command, std::string& marker)
   return command
       .add_option("--iteration-marker", marker,
                   "The mark or NVTX range that starts each iteration (a training step), for growth leaks: only "
-                  "it delimits iterations, its numbers matching any ('step' and 'step 1' name 'step 41'); by default the "
-                  "most frequent repeating mark, else a period in each thread's allocations")
+                  "it delimits iterations, its numbers matching any ('step' and 'step 1' name 'step 41'); by "
+                  "default the most frequent repeating mark, else a period in each thread's allocations")
+      ->type_name("NAME")
       ->check([](const std::string& name) { return name.empty() ? std::string("a mark name, not empty") : ""; });
 }
 
