@@ -71,10 +71,11 @@ endif()
 #       time goes mostly to what GoogleTest's macros and nlohmann/json's
 #       templates expand to, and each file expanded them again: five of
 #       analyzer_unit_tests' files in CI's address build, 47 s one by one,
-#       28 s as one (2026-11-29). A test file's helpers therefore live in its
-#       own named namespace, or in a shared header, never beside another
-#       file's of the same name (a unity build with CUMEMTRACE_UNITY_BATCH=0,
-#       every file of a target as one, checks it). Files with options of
+#       28 s as one (2026-11-29). A test file's helpers therefore need names
+#       no other file of its executable uses (or live once, in a shared
+#       header), and each file includes what it uses, whichever files share
+#       its batch (a unity build with CUMEMTRACE_UNITY_BATCH=0, every file of
+#       a target as one, finds clashing names). Files with options of
 #       their own (COMPILE_OPTIONS, SKIP_PRECOMPILE_HEADERS) compile alone.
 option(CUMEMTRACE_UNITY_TESTS "Compile each test executable's files in batches (unity build)" ON)
 set(CUMEMTRACE_UNITY_BATCH 8 CACHE STRING
