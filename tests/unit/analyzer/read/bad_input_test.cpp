@@ -2,7 +2,6 @@
 // not traces at all (one line on stderr, exit 2), and damaged traces that
 // are still read up to the damage (exit 0, the damage in the report).
 #include <gtest/gtest.h>
-#include <zstd.h>
 
 #include <algorithm>
 #include <filesystem>
@@ -11,6 +10,7 @@
 #include <vector>
 
 #include "analyzer_test_support.h"
+#include "read/zstd_frames.h"
 
 namespace cumemtrace::analyzer {
 namespace {
@@ -22,13 +22,7 @@ CommandResult report(const std::string& path, const std::string& format = "text"
   return testing::run_command({testing::cli_path(), "report", "--format", format, path});
 }
 
-std::string zstd_compressed(const std::string& data) {
-  std::string out(ZSTD_compressBound(data.size()), '\0');
-  const std::size_t n = ZSTD_compress(out.data(), out.size(), data.data(), data.size(), 3);
-  EXPECT_FALSE(ZSTD_isError(n));
-  out.resize(n);
-  return out;
-}
+using testing::zstd_compressed;
 
 std::string trace_of(std::size_t allocs, bool with_end = true) {
   std::vector<std::string> lines{testing::header_line()};

@@ -1,11 +1,11 @@
 // TraceReader on hand-written traces: valid, damaged, foreign and compressed.
 #include <gtest/gtest.h>
 #include <unistd.h>
-#include <zstd.h>
 
 #include <vector>
 
 #include "analyzer_test_support.h"
+#include "read/zstd_frames.h"
 #include "cumemtrace/analyzer/trace_reader.h"
 
 namespace cumemtrace::analyzer {
@@ -42,13 +42,7 @@ std::string error_of(const std::string& path, ReaderOptions options = {}) {
   return "(no error)";
 }
 
-std::string compress(const std::string& data) {
-  std::string out(ZSTD_compressBound(data.size()), '\0');
-  std::size_t n = ZSTD_compress(out.data(), out.size(), data.data(), data.size(), 3);
-  EXPECT_FALSE(ZSTD_isError(n));
-  out.resize(n);
-  return out;
-}
+using testing::zstd_compressed;
 
 const std::string kValidTrace = testing::join_lines({
     testing::header_line(),
@@ -384,7 +378,7 @@ TEST(TraceReader, ReadsZstdCompressedTracesLikePlainOnes) {
   lines.push_back(testing::end_line(20001));
   const std::string plain = testing::join_lines(lines);
   testing::write_file(tmp.path("t.jsonl"), plain);
-  testing::write_file(tmp.path("t.jsonl.zst"), compress(plain));
+  testing::write_file(tmp.path("t.jsonl.zst"), zstd_compressed(plain));
 
   TraceReader from_plain(tmp.path("t.jsonl"));
   TraceReader from_zstd(tmp.path("t.jsonl.zst"));
@@ -401,7 +395,7 @@ TEST(TraceReader, CutZstdStreamIsTruncatedAndCorruptOneIsAnError) {
   std::vector<std::string> lines{testing::header_line()};
   for (int i = 0; i < 20000; ++i) lines.push_back(testing::alloc_line(i, "0x10", 1));
   lines.push_back(testing::end_line(20001));
-  const std::string compressed = compress(testing::join_lines(lines));
+  const std::string compressed = zstd_compressed(testing::join_lines(lines));
 
   testing::write_file(tmp.path("cut.jsonl.zst"), compressed.substr(0, compressed.size() / 2));
   TraceReader cut(tmp.path("cut.jsonl.zst"));
