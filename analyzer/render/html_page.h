@@ -44,6 +44,7 @@ const Json* member(const Json& object, std::string_view key);  // null if absent
 std::optional<std::uint64_t> uint_member(const Json& object, std::string_view key);
 std::optional<double> number_member(const Json& object, std::string_view key);
 std::string text_member(const Json& object, std::string_view key);  // "" if absent
+bool flag_member(const Json& object, std::string_view key);         // true only for JSON true
 const Json* list_member(const Json& object, std::string_view key);  // an array, or null
 
 // Sections with tables (html_tables.cpp), appended to `out`; stacks as

@@ -64,11 +64,6 @@ std::string bytes_and_exact(std::uint64_t bytes) {
   return bytes < 1024 ? format_bytes(bytes) : format_bytes(bytes) + " (" + std::to_string(bytes) + " bytes)";
 }
 
-bool flag(const Json& report, std::string_view key) {
-  const Json* value = member(report, key);
-  return value != nullptr && value->is_boolean() && value->get<bool>();
-}
-
 void fact_row(std::string& out, std::string_view label, std::string_view html_value) {
   out += "<tr><th>";
   append_html(out, label);
@@ -133,7 +128,7 @@ void render_header(std::string& out, const Json& report, std::string_view headin
 
 void render_summary(std::string& out, const Json& report) {
   out += "<section id=\"summary\"><h2>Summary</h2>";
-  if (flag(report, "truncated")) {
+  if (flag_member(report, "truncated")) {
     out += "<p class=\"warn\">The trace was cut short";
     if (auto line = uint_member(report, "truncated_after_line")) out += " after line " + std::to_string(*line);
     out += " (the program was killed or crashed): everything before the cut is analysed.</p>";
@@ -436,6 +431,11 @@ std::optional<double> number_member(const Json& object, std::string_view key) {
 std::string text_member(const Json& object, std::string_view key) {
   const Json* value = member(object, key);
   return value != nullptr && value->is_string() ? value->get<std::string>() : std::string();
+}
+
+bool flag_member(const Json& object, std::string_view key) {
+  const Json* value = member(object, key);
+  return value != nullptr && value->is_boolean() && value->get<bool>();
 }
 
 const Json* list_member(const Json& object, std::string_view key) {

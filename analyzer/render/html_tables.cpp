@@ -112,9 +112,7 @@ void render_stack(std::string& out, const Json& frames, bool full_stacks) {
   }
   std::vector<FrameOwner> owners;
   for (const Json* frame : objects) {
-    const Json* py = member(*frame, "py");
-    owners.push_back(frame_owner(py != nullptr && py->is_boolean() && py->get<bool>(), text_member(*frame, "fn"),
-                                 text_member(*frame, "module")));
+    owners.push_back(frame_owner(flag_member(*frame, "py"), text_member(*frame, "fn"), text_member(*frame, "module")));
   }
   std::size_t shown = 0;
   for (const StackLine& line : fold_stack(owners)) {
@@ -207,7 +205,7 @@ void render_leaks(std::string& out, const Json& report, bool full_stacks) {
   } else {
     out += "<p>" + format_bytes(uint_member(report, "leaked_bytes").value_or(0)) + " in " +
            std::to_string(uint_member(report, "leaked_count").value_or(0)) + " allocations";
-    if (report.contains("truncated") && report["truncated"].is_boolean() && report["truncated"].get<bool>()) {
+    if (flag_member(report, "truncated")) {
       out += " (the trace was cut short: some of these may have been freed later)";
     }
     out += ".</p><table>";
@@ -401,7 +399,7 @@ void render_graphs(std::string& out, const Json& report) {
   }
   const Json* graphs = list_member(section, "graphs");
   if (graphs == nullptr || graphs->empty()) {
-    out += "<p>No graph with memory nodes.</p></section>";
+    out += "<p>No graph is described in the trace (only launches or graph memory).</p></section>";
     return;
   }
   out += "<table>";
@@ -421,16 +419,18 @@ void render_graphs(std::string& out, const Json& report) {
     count_cell(out, uint_member(g, "launches"));
     time_cell(out, uint_member(g, "first_launch_t"));
     time_cell(out, uint_member(g, "last_launch_t"));
-    const Json* destroyed = member(g, "destroyed");
-    const bool was_destroyed = destroyed != nullptr && destroyed->is_boolean() && destroyed->get<bool>();
-    out += std::string("<td>") + (was_destroyed ? "yes" : "no") + "</td><td><code>";
+    out += std::string("<td>") + (flag_member(g, "destroyed") ? "yes" : "no") + "</td><td><code>";
     append_html(out, text_member(g, "api"));
     out += "</code></td><td><code>";
     append_html(out, text_member(g, "site"));
     out += "</code></td></tr>";
   }
   out += "</tbody></table>";
-  more_rows_note(out, graphs->size() + uint_member(section, "omitted").value_or(0), kMaxRows, "graphs");
+  more_rows_note(out, graphs->size(), kMaxRows, "graphs");
+  // Past the trace's limit, graphs get no description at all (nor a JSON entry).
+  if (const std::uint64_t omitted = uint_member(section, "omitted").value_or(0); omitted > 0) {
+    out += "<p class=\"absent\">" + std::to_string(omitted) + " more graphs are not described.</p>";
+  }
   out += "</section>";
 }
 
